@@ -1,0 +1,257 @@
+"""AMQP 0-9-1 framing: split a byte stream into frames and encode outgoing ones.
+
+pamqp decodes and encodes method payloads. The frames that carry every message
+(``basic.publish``, content header, ``basic.deliver``, ``basic.ack``) have hand-written
+fast paths because they dominate the broker's per-message cost.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from pamqp import commands, decode, header
+from pamqp.base import Frame as Method
+from pamqp.frame import marshal as pamqp_marshal
+
+from cluster.amqp.errors import (
+    FRAME_ERROR,
+    SYNTAX_ERROR,
+    ConnectionError_,
+)
+
+FRAME_METHOD = 1
+FRAME_HEADER = 2
+FRAME_BODY = 3
+FRAME_HEARTBEAT = 8
+FRAME_END = 0xCE
+FRAME_END_BYTE = b"\xce"
+PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
+# Frame header (type, channel, size) plus the frame-end octet.
+FRAME_OVERHEAD = 8
+
+_FRAME_HEAD = struct.Struct(">BHI")
+_METHOD_ID = struct.Struct(">HH")
+_CONTENT_HEAD = struct.Struct(">HHQH")
+_U64 = struct.Struct(">Q")
+_U32 = struct.Struct(">I")
+
+BASIC_PUBLISH = commands.Basic.Publish.index
+BASIC_ACK = commands.Basic.Ack.index
+BASIC_CLASS = 60
+
+HEARTBEAT_FRAME = b"\x08\x00\x00\x00\x00\x00\x00\xce"
+
+
+class FrameReader:
+    """Buffers bytes and yields whole frames as ``(type, channel, payload)``."""
+
+    def __init__(self, frame_max: int) -> None:
+        self.frame_max = frame_max
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> None:
+        self._buffer += data
+
+    def frames(self) -> list[tuple[int, int, bytes]]:
+        buffer = self._buffer
+        out: list[tuple[int, int, bytes]] = []
+        offset = 0
+        end = len(buffer)
+        while end - offset >= 7:
+            frame_type, channel, size = _FRAME_HEAD.unpack_from(buffer, offset)
+            if size + FRAME_OVERHEAD > self.frame_max:
+                raise ConnectionError_(
+                    FRAME_ERROR,
+                    f"frame of {size + FRAME_OVERHEAD} bytes exceeds frame_max {self.frame_max}",
+                )
+            stop = offset + 7 + size
+            if stop >= end:
+                break
+            if buffer[stop] != FRAME_END:
+                raise ConnectionError_(
+                    FRAME_ERROR, f"frame end octet is 0x{buffer[stop]:02x}, expected 0xce"
+                )
+            out.append((frame_type, channel, bytes(buffer[offset + 7 : stop])))
+            offset = stop + 1
+        if offset:
+            del buffer[:offset]
+        return out
+
+
+@dataclass(slots=True)
+class Publish:
+    """``basic.publish`` decoded on the fast path."""
+
+    exchange: str
+    routing_key: str
+    mandatory: bool
+    immediate: bool
+
+
+@dataclass(slots=True)
+class Ack:
+    """``basic.ack`` decoded on the fast path."""
+
+    delivery_tag: int
+    multiple: bool
+
+
+def _short_string(payload: bytes, offset: int) -> tuple[str, int]:
+    length = payload[offset]
+    stop = offset + 1 + length
+    if stop > len(payload):
+        raise ValueError("short string runs past the end of the frame")
+    return payload[offset + 1 : stop].decode("utf-8"), stop
+
+
+def decode_method(payload: bytes) -> Method | Publish | Ack:
+    """Decode a method frame's payload; a malformed one is a hard syntax error."""
+    if len(payload) < 4:
+        raise ConnectionError_(FRAME_ERROR, f"method frame of {len(payload)} bytes is too short")
+    index = _U32.unpack_from(payload)[0]
+    try:
+        if index == BASIC_PUBLISH:
+            exchange, offset = _short_string(payload, 6)
+            routing_key, offset = _short_string(payload, offset)
+            bits = payload[offset]
+            return Publish(exchange, routing_key, bool(bits & 1), bool(bits & 2))
+        if index == BASIC_ACK:
+            return Ack(_U64.unpack_from(payload, 4)[0], bool(payload[12] & 1))
+        method_class = commands.INDEX_MAPPING.get(index)
+        if method_class is None:
+            raise ConnectionError_(
+                SYNTAX_ERROR, f"unknown method class {index >> 16} method {index & 0xFFFF}"
+            )
+        method = method_class()
+        method.unmarshal(payload[4:])
+        return method
+    except (IndexError, ValueError, struct.error, UnicodeDecodeError) as error:
+        raise ConnectionError_(
+            SYNTAX_ERROR,
+            f"malformed method class {index >> 16} method {index & 0xFFFF}: {error}",
+            index >> 16,
+            index & 0xFFFF,
+        ) from error
+
+
+# Property flag bits of basic properties, highest first, and how to skip each value.
+_SHORTSTR, _TABLE, _OCTET, _U64_FIELD = 0, 1, 2, 3
+_PROPERTY_LAYOUT = (
+    (0x8000, _SHORTSTR),  # content_type
+    (0x4000, _SHORTSTR),  # content_encoding
+    (0x2000, _TABLE),  # headers
+    (0x1000, _OCTET),  # delivery_mode
+    (0x0800, _OCTET),  # priority
+    (0x0400, _SHORTSTR),  # correlation_id
+    (0x0200, _SHORTSTR),  # reply_to
+    (0x0100, _SHORTSTR),  # expiration
+    (0x0080, _SHORTSTR),  # message_id
+    (0x0040, _U64_FIELD),  # timestamp
+    (0x0020, _SHORTSTR),  # type
+    (0x0010, _SHORTSTR),  # user_id
+    (0x0008, _SHORTSTR),  # app_id
+    (0x0004, _SHORTSTR),  # cluster_id
+)
+
+
+@dataclass(slots=True)
+class ContentHead:
+    """A content header: the body size, whether the message is persistent, and the raw
+    payload, which is passed on to consumers unchanged."""
+
+    class_id: int
+    body_size: int
+    persistent: bool
+    raw: bytes
+
+
+def decode_content_header(payload: bytes) -> ContentHead:
+    """Check a content header's structure and read what the broker needs from it."""
+    try:
+        class_id, _weight, body_size, flags = _CONTENT_HEAD.unpack_from(payload)
+        offset = 14
+        persistent = False
+        for bit, kind in _PROPERTY_LAYOUT:
+            if not flags & bit:
+                continue
+            if kind == _SHORTSTR:
+                offset += 1 + payload[offset]
+            elif kind == _TABLE:
+                consumed, _ = decode.field_table(payload[offset:])
+                offset += consumed
+            elif kind == _OCTET:
+                if bit == 0x1000:
+                    persistent = payload[offset] == 2
+                offset += 1
+            else:
+                offset += 8
+        if offset > len(payload):
+            raise ValueError("properties run past the end of the frame")
+    except (IndexError, ValueError, struct.error, UnicodeDecodeError) as error:
+        raise ConnectionError_(SYNTAX_ERROR, f"malformed content header: {error}") from error
+    return ContentHead(class_id, body_size, persistent, payload)
+
+
+def method_frame(channel: int, method: Method) -> bytes:
+    return pamqp_marshal(method, channel)
+
+
+def _frame(frame_type: int, channel: int, payload: bytes) -> bytes:
+    return _FRAME_HEAD.pack(frame_type, channel, len(payload)) + payload + FRAME_END_BYTE
+
+
+def content_frames(channel: int, header_raw: bytes, body: bytes, frame_max: int) -> list[bytes]:
+    """The header frame and as many body frames as ``frame_max`` requires."""
+    frames = [_frame(FRAME_HEADER, channel, header_raw)]
+    chunk = frame_max - FRAME_OVERHEAD
+    for start in range(0, len(body), chunk):
+        frames.append(_frame(FRAME_BODY, channel, body[start : start + chunk]))
+    return frames
+
+
+def _encode_short(value: str) -> bytes:
+    raw = value.encode("utf-8")
+    return bytes((len(raw),)) + raw
+
+
+_DELIVER_ID = _METHOD_ID.pack(BASIC_CLASS, 60)
+_ACK_ID = _METHOD_ID.pack(BASIC_CLASS, 80)
+_NACK_ID = _METHOD_ID.pack(BASIC_CLASS, 120)
+
+
+def deliver_frame(
+    channel: int,
+    consumer_tag: str,
+    delivery_tag: int,
+    redelivered: bool,
+    exchange: str,
+    routing_key: str,
+) -> bytes:
+    payload = b"".join(
+        (
+            _DELIVER_ID,
+            _encode_short(consumer_tag),
+            _U64.pack(delivery_tag),
+            b"\x01" if redelivered else b"\x00",
+            _encode_short(exchange),
+            _encode_short(routing_key),
+        )
+    )
+    return _frame(FRAME_METHOD, channel, payload)
+
+
+def confirm_frame(channel: int, delivery_tag: int, multiple: bool, ack: bool = True) -> bytes:
+    """``basic.ack`` (or ``basic.nack`` with requeue) for publisher confirms."""
+    if ack:
+        payload = _ACK_ID + _U64.pack(delivery_tag) + (b"\x01" if multiple else b"\x00")
+    else:
+        payload = _NACK_ID + _U64.pack(delivery_tag) + (b"\x03" if multiple else b"\x02")
+    return _frame(FRAME_METHOD, channel, payload)
+
+
+def properties_of(raw_header: bytes) -> commands.Basic.Properties:
+    """Decode a stored content header's properties (for the management API)."""
+    content = header.ContentHeader()
+    content.unmarshal(raw_header)
+    return content.properties

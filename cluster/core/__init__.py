@@ -1,0 +1,1 @@
+"""The broker's logic as I/O-free state: messages, queues, exchanges, vhosts, users."""

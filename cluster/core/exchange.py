@@ -1,0 +1,71 @@
+"""Exchanges and their bindings: direct, fanout and topic routing."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+EXCHANGE_TYPES = ("direct", "fanout", "topic")
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    queue: str
+    routing_key: str
+
+
+def topic_regex(pattern: str) -> re.Pattern[str]:
+    """AMQP topic pattern → regex over ``"." + routing_key``: each pattern word consumes
+    its own leading dot, so ``#`` (zero or more words) needs no special cases."""
+    words = []
+    for word in pattern.split("."):
+        if word == "#":
+            words.append(r"(?:\.[^.]*)*")
+        elif word == "*":
+            words.append(r"\.[^.]*")
+        else:
+            words.append(r"\." + re.escape(word))
+    return re.compile("".join(words) + r"\Z")
+
+
+@dataclass(eq=False)
+class Exchange:
+    name: str
+    type: str
+    durable: bool = True
+    auto_delete: bool = False
+    internal: bool = False
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.bindings: set[Binding] = set()
+        self._topic_cache: dict[str, re.Pattern[str]] = {}
+
+    def bind(self, queue: str, routing_key: str) -> None:
+        self.bindings.add(Binding(queue, routing_key))
+
+    def unbind(self, queue: str, routing_key: str) -> bool:
+        binding = Binding(queue, routing_key)
+        if binding in self.bindings:
+            self.bindings.remove(binding)
+            return True
+        return False
+
+    def unbind_queue(self, queue: str) -> None:
+        self.bindings = {b for b in self.bindings if b.queue != queue}
+
+    def route(self, routing_key: str) -> set[str]:
+        """Names of the queues a message with this routing key goes to."""
+        if self.type == "fanout":
+            return {b.queue for b in self.bindings}
+        if self.type == "direct":
+            return {b.queue for b in self.bindings if b.routing_key == routing_key}
+        matched = set()
+        for binding in self.bindings:
+            regex = self._topic_cache.get(binding.routing_key)
+            if regex is None:
+                regex = self._topic_cache[binding.routing_key] = topic_regex(binding.routing_key)
+            if regex.match("." + routing_key):
+                matched.add(binding.queue)
+        return matched

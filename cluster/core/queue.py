@@ -1,0 +1,189 @@
+"""A queue as an I/O-free state machine.
+
+Messages carry a sequence id assigned in publish order. Ready messages are kept in
+sequence order: fresh ones in a deque, requeued ones in a heap, so a requeued message
+goes back to its original position (RabbitMQ's ``queue_merge``). Delivery is
+round-robin over consumers that have credit.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from cluster.core.message import Message
+
+
+@dataclass(slots=True)
+class Entry:
+    seq: int
+    message: Message
+    delivered: bool = False
+
+    def __lt__(self, other: Entry) -> bool:
+        return self.seq < other.seq
+
+
+class Consumer(Protocol):
+    """The channel side of a subscription."""
+
+    tag: str
+    no_ack: bool
+    exclusive: bool
+
+    def can_take(self) -> bool: ...
+
+    def take(self, queue: Queue, entry: Entry, redelivered: bool) -> None: ...
+
+    def queue_deleted(self) -> None: ...
+
+
+class MessageLog(Protocol):
+    """The durable store as the queue sees it (see ``cluster.store``)."""
+
+    def stage_append(self, queue: str, seq: int, payload: bytes) -> int: ...
+
+    def stage_remove(self, queue: str, seqs: Iterable[int]) -> int: ...
+
+    def stage_drop_queue(self, queue: str) -> int: ...
+
+
+@dataclass(eq=False)
+class Queue:
+    vhost: str
+    name: str
+    durable: bool = False
+    exclusive_owner: int | None = None
+    auto_delete: bool = False
+    arguments: dict[str, Any] = field(default_factory=dict)
+    log: MessageLog | None = None
+
+    def __post_init__(self) -> None:
+        self._fresh: deque[Entry] = deque()
+        self._requeued: list[Entry] = []
+        self.unacked: dict[int, Entry] = {}
+        self.consumers: list[Consumer] = []
+        self.had_consumers = False
+        self._next_seq = 1
+        self._round_robin = 0
+        self.message_bytes = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.vhost}\x00{self.name}"
+
+    @property
+    def ready_count(self) -> int:
+        return len(self._fresh) + len(self._requeued)
+
+    def _persists(self, message: Message) -> bool:
+        return self.log is not None and self.durable and message.persistent
+
+    # -- messages -----------------------------------------------------------------------
+
+    def enqueue(self, message: Message) -> int:
+        """Append a message; returns the store LSN it must wait for (0: none)."""
+        seq = self._next_seq
+        self._next_seq = seq + 1
+        self._fresh.append(Entry(seq, message))
+        self.message_bytes += len(message.body)
+        if self.log is not None and self._persists(message):
+            return self.log.stage_append(self.key, seq, message.encode())
+        return 0
+
+    def restore(self, entries: Iterable[tuple[int, Message]]) -> None:
+        """Load recovered messages. They may have been delivered before the crash, so they
+        carry the redelivered flag."""
+        for seq, message in entries:
+            self._fresh.append(Entry(seq, message, delivered=True))
+            self.message_bytes += len(message.body)
+            self._next_seq = max(self._next_seq, seq + 1)
+
+    def _pop_ready(self) -> Entry | None:
+        fresh, requeued = self._fresh, self._requeued
+        if requeued and (not fresh or requeued[0].seq < fresh[0].seq):
+            return heapq.heappop(requeued)
+        if fresh:
+            return fresh.popleft()
+        return None
+
+    def _forget(self, entries: list[Entry]) -> None:
+        for entry in entries:
+            self.message_bytes -= len(entry.message.body)
+        if self.log is not None:
+            persisted = [e.seq for e in entries if self._persists(e.message)]
+            if persisted:
+                self.log.stage_remove(self.key, persisted)
+
+    def take_next(self, no_ack: bool) -> tuple[Entry, bool] | None:
+        """Remove the head for delivery; returns it with its redelivered flag."""
+        entry = self._pop_ready()
+        if entry is None:
+            return None
+        redelivered = entry.delivered
+        if no_ack:
+            self._forget([entry])
+        else:
+            entry.delivered = True
+            self.unacked[entry.seq] = entry
+        return entry, redelivered
+
+    def settle(self, seqs: Iterable[int]) -> None:
+        """Acknowledge (or reject without requeue): the messages are gone."""
+        gone = [entry for seq in seqs if (entry := self.unacked.pop(seq, None)) is not None]
+        if gone:
+            self._forget(gone)
+
+    def requeue(self, seqs: Iterable[int]) -> None:
+        for seq in seqs:
+            entry = self.unacked.pop(seq, None)
+            if entry is not None:
+                heapq.heappush(self._requeued, entry)
+
+    def purge(self) -> int:
+        """Drop every ready message; unacknowledged ones stay."""
+        dropped = list(self._fresh) + self._requeued
+        self._fresh.clear()
+        self._requeued = []
+        self._forget(dropped)
+        return len(dropped)
+
+    def drop_all(self) -> None:
+        """The queue is being deleted: every message, acknowledged or not, goes."""
+        for entry in [*self._fresh, *self._requeued, *self.unacked.values()]:
+            self.message_bytes -= len(entry.message.body)
+        self._fresh.clear()
+        self._requeued = []
+        self.unacked.clear()
+        if self.log is not None and self.durable:
+            self.log.stage_drop_queue(self.key)
+
+    # -- consumers ----------------------------------------------------------------------
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        self.consumers.append(consumer)
+        self.had_consumers = True
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+
+    def dispatch(self) -> None:
+        """Deliver ready messages to consumers with credit, round-robin."""
+        consumers = self.consumers
+        while consumers and (self._fresh or self._requeued):
+            count = len(consumers)
+            start = self._round_robin % count
+            for offset in range(count):
+                consumer = consumers[(start + offset) % count]
+                if consumer.can_take():
+                    break
+            else:
+                return
+            self._round_robin = (start + offset + 1) % count
+            taken = self.take_next(consumer.no_ack)
+            assert taken is not None  # the loop condition saw a ready message
+            consumer.take(self, taken[0], taken[1])

@@ -1,0 +1,266 @@
+"""A virtual host: its exchanges, queues and bindings, with AMQP's declare rules.
+
+Every rule violation raises the `ChannelError`/`ConnectionError_` RabbitMQ would send,
+with RabbitMQ's reply text, so clients see the same errors they would there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from cluster.amqp.errors import (
+    ACCESS_REFUSED,
+    COMMAND_INVALID,
+    NOT_FOUND,
+    PRECONDITION_FAILED,
+    RESOURCE_LOCKED,
+    ChannelError,
+    ConnectionError_,
+)
+from cluster.core.exchange import EXCHANGE_TYPES, Exchange
+from cluster.core.queue import MessageLog, Queue
+
+PREDECLARED = {
+    "": "direct",
+    "amq.direct": "direct",
+    "amq.fanout": "fanout",
+    "amq.topic": "topic",
+}
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+class VirtualHost:
+    def __init__(
+        self,
+        name: str,
+        log: MessageLog | None,
+        on_queue_deleted: Callable[[Queue], None],
+    ) -> None:
+        self.name = name
+        self.log = log
+        self.exchanges: dict[str, Exchange] = {n: Exchange(n, t) for n, t in PREDECLARED.items()}
+        self.queues: dict[str, Queue] = {}
+        self._on_queue_deleted = on_queue_deleted
+
+    def describe(self, kind: str, name: str) -> str:
+        return f"{kind} '{name}' in vhost '{self.name}'"
+
+    # -- exchanges ----------------------------------------------------------------------
+
+    def exchange(self, name: str) -> Exchange:
+        exchange = self.exchanges.get(name)
+        if exchange is None:
+            raise ChannelError(NOT_FOUND, f"no {self.describe('exchange', name)}")
+        return exchange
+
+    def declare_exchange(
+        self,
+        name: str,
+        type_: str,
+        *,
+        passive: bool,
+        durable: bool,
+        auto_delete: bool,
+        internal: bool,
+        arguments: dict[str, Any],
+    ) -> Exchange:
+        if passive:
+            return self.exchange(name)
+        if name.startswith("amq.") or name == "":
+            raise ChannelError(
+                ACCESS_REFUSED,
+                f"exchange name '{name}' contains reserved prefix 'amq.*'"
+                if name else "operation not permitted on the default exchange",
+            )
+        if type_ not in EXCHANGE_TYPES:
+            raise ConnectionError_(COMMAND_INVALID, f"unknown exchange type '{type_}'")
+        existing = self.exchanges.get(name)
+        if existing is not None:
+            for field, theirs, ours in (
+                ("type", type_, existing.type),
+                ("durable", _flag(durable), _flag(existing.durable)),
+                ("auto_delete", _flag(auto_delete), _flag(existing.auto_delete)),
+                ("internal", _flag(internal), _flag(existing.internal)),
+            ):
+                if theirs != ours:
+                    raise ChannelError(
+                        PRECONDITION_FAILED,
+                        f"inequivalent arg '{field}' for {self.describe('exchange', name)}: "
+                        f"received '{theirs}' but current is '{ours}'",
+                    )
+            return existing
+        exchange = Exchange(name, type_, durable, auto_delete, internal, dict(arguments))
+        self.exchanges[name] = exchange
+        return exchange
+
+    def delete_exchange(self, name: str, if_unused: bool) -> None:
+        if name in PREDECLARED:
+            raise ChannelError(
+                ACCESS_REFUSED, f"operation not permitted on {self.describe('exchange', name)}"
+            )
+        exchange = self.exchanges.get(name)
+        if exchange is None:
+            return
+        if if_unused and exchange.bindings:
+            raise ChannelError(
+                PRECONDITION_FAILED, f"{self.describe('exchange', name)} in use"
+            )
+        del self.exchanges[name]
+
+    # -- queues -------------------------------------------------------------------------
+
+    def queue(self, name: str, connection_id: int | None = None) -> Queue:
+        """Look a queue up for use; exclusive queues only serve their own connection."""
+        queue = self.queues.get(name)
+        if queue is None:
+            raise ChannelError(NOT_FOUND, f"no {self.describe('queue', name)}")
+        if connection_id is not None:
+            self.check_exclusive(queue, connection_id)
+        return queue
+
+    def check_exclusive(self, queue: Queue, connection_id: int) -> None:
+        if queue.exclusive_owner is not None and queue.exclusive_owner != connection_id:
+            raise ChannelError(
+                RESOURCE_LOCKED,
+                "cannot obtain exclusive access to locked "
+                f"{self.describe('queue', queue.name)}. It could be originally declared on "
+                "another connection or the exclusive property value does not match that of "
+                "the original declaration.",
+            )
+
+    def declare_queue(
+        self,
+        name: str,
+        *,
+        connection_id: int,
+        passive: bool,
+        durable: bool,
+        exclusive: bool,
+        auto_delete: bool,
+        arguments: dict[str, Any],
+    ) -> Queue:
+        if passive:
+            return self.queue(name, connection_id)
+        if name.startswith("amq."):
+            raise ChannelError(
+                ACCESS_REFUSED,
+                f"queue name '{name}' contains reserved prefix 'amq.*'",
+            )
+        existing = self.queues.get(name)
+        if existing is not None:
+            self.check_exclusive(existing, connection_id)
+            for field, theirs, ours in (
+                ("durable", durable, existing.durable),
+                ("exclusive", exclusive, existing.exclusive_owner is not None),
+                ("auto_delete", auto_delete, existing.auto_delete),
+            ):
+                if theirs != ours:
+                    raise ChannelError(
+                        PRECONDITION_FAILED,
+                        f"inequivalent arg '{field}' for {self.describe('queue', name)}: "
+                        f"received '{_flag(theirs)}' but current is '{_flag(ours)}'",
+                    )
+            for key in sorted(set(arguments) | set(existing.arguments)):
+                if arguments.get(key) != existing.arguments.get(key):
+                    raise ChannelError(
+                        PRECONDITION_FAILED,
+                        f"inequivalent arg '{key}' for {self.describe('queue', name)}: "
+                        f"received {arguments.get(key)!r} but current is "
+                        f"{existing.arguments.get(key)!r}",
+                    )
+            return existing
+        return self.add_queue(
+            Queue(
+                self.name,
+                name,
+                durable=durable,
+                exclusive_owner=connection_id if exclusive else None,
+                auto_delete=auto_delete,
+                arguments=dict(arguments),
+                log=self.log,
+            )
+        )
+
+    def add_queue(self, queue: Queue) -> Queue:
+        self.queues[queue.name] = queue
+        return queue
+
+    def delete_queue(self, name: str, *, if_unused: bool = False, if_empty: bool = False) -> int:
+        """Delete a queue; returns how many messages it held. A missing queue is a no-op."""
+        queue = self.queues.get(name)
+        if queue is None:
+            return 0
+        if if_unused and queue.consumers:
+            raise ChannelError(PRECONDITION_FAILED, f"{self.describe('queue', name)} in use")
+        if if_empty and queue.ready_count:
+            raise ChannelError(
+                PRECONDITION_FAILED, f"{self.describe('queue', name)} not empty"
+            )
+        count = queue.ready_count
+        del self.queues[name]
+        for exchange in list(self.exchanges.values()):
+            exchange.unbind_queue(name)
+            if exchange.auto_delete and not exchange.bindings and name not in PREDECLARED:
+                self.exchanges.pop(exchange.name, None)
+        queue.drop_all()
+        self._on_queue_deleted(queue)
+        return count
+
+    # -- bindings and routing -----------------------------------------------------------
+
+    def bind(self, queue: str, exchange: str, routing_key: str) -> None:
+        if exchange == "":
+            raise ChannelError(
+                ACCESS_REFUSED, "operation not permitted on the default exchange"
+            )
+        self.exchange(exchange).bind(self.queue(queue).name, routing_key)
+
+    def unbind(self, queue: str, exchange: str, routing_key: str) -> None:
+        if exchange == "":
+            raise ChannelError(
+                ACCESS_REFUSED, "operation not permitted on the default exchange"
+            )
+        target = self.exchanges.get(exchange)
+        if target is not None and target.unbind(queue, routing_key) and (
+            target.auto_delete and not target.bindings
+        ):
+            del self.exchanges[exchange]
+
+    def route(self, exchange: Exchange, routing_key: str) -> list[Queue]:
+        if exchange.name == "":
+            queue = self.queues.get(routing_key)
+            return [queue] if queue is not None else []
+        queues = self.queues
+        return [queues[name] for name in exchange.route(routing_key) if name in queues]
+
+    # -- definitions --------------------------------------------------------------------
+
+    def to_definitions(self) -> dict[str, Any]:
+        """The durable part of this vhost, for the definitions file."""
+        durable_queues = {q.name for q in self.queues.values() if q.durable}
+        durable_exchanges = [
+            e for e in self.exchanges.values() if e.durable and e.name not in PREDECLARED
+        ]
+        return {
+            "queues": [
+                {"name": q.name, "auto_delete": q.auto_delete, "arguments": q.arguments}
+                for q in self.queues.values()
+                if q.durable and q.exclusive_owner is None
+            ],
+            "exchanges": [
+                {"name": e.name, "type": e.type, "auto_delete": e.auto_delete,
+                 "internal": e.internal, "arguments": e.arguments}
+                for e in durable_exchanges
+            ],
+            "bindings": [
+                {"exchange": e.name, "queue": b.queue, "routing_key": b.routing_key}
+                for e in self.exchanges.values()
+                if e.name != "" and (e.durable or e.name in PREDECLARED)
+                for b in e.bindings
+                if b.queue in durable_queues
+            ],
+        }

@@ -1,0 +1,294 @@
+"""One broker node as an OS process: ``python -m cluster.node --name N --amqp-port P
+--mgmt-port M --data-dir DIR [--config FILE]``.
+
+The asyncio shell around the I/O-free `Broker`: it owns the sockets, the timers, the
+store's group commit (fsync in a worker thread, then confirms) and the management
+server. ``stop_app``/``start_app`` tear the broker down and rebuild it from disk without
+ending the process, like rabbitmqctl's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from cluster.amqp.connection import Connection
+from cluster.amqp.errors import INTERNAL_ERROR, ConnectionError_
+from cluster.config import ConfigError, NodeConfig, load_config
+from cluster.core.broker import Broker
+from cluster.core.users import Permission
+from cluster.definitions import DefinitionsError, DefinitionsFile
+from cluster.events import EventLog
+from cluster.store import MessageStore
+
+log = logging.getLogger("mirrorchaos.node")
+
+SHUTDOWN_TEXT = "broker forced connection closure with reason 'shutdown'"
+
+
+@dataclass
+class NodeSettings:
+    name: str
+    data_dir: Path
+    amqp_port: int
+    mgmt_port: int | None = None
+    host: str = "0.0.0.0"
+    config_path: Path | None = None
+
+
+class AMQPProtocol(asyncio.Protocol):
+    """Bytes in → `Connection.receive_data`; the node writes what the broker queued."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.connection: Connection | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        broker = self.node.broker
+        assert broker is not None
+        self.connection = broker.open_connection(f"{peer[0]}:{peer[1]}")
+        self.node.transports[self.connection] = transport
+
+    def data_received(self, data: bytes) -> None:
+        connection = self.connection
+        broker = self.node.broker
+        if connection is None or broker is None:
+            return
+        try:
+            connection.receive_data(data)
+            broker.after_input()
+        except Exception as error:  # a broker bug must cost one connection, not the node
+            log.exception("internal error on connection %s", connection.peer)
+            connection.close_with_error(_internal_error(error))
+        self.node.flush()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        connection = self.connection
+        if connection is None:
+            return
+        self.node.transports.pop(connection, None)
+        if self.node.broker is not None:
+            connection.connection_lost()
+            self.node.broker.after_input()
+            self.node.flush()
+
+    def pause_writing(self) -> None:
+        if self.connection is not None:
+            self.connection.writable = False
+
+    def resume_writing(self) -> None:
+        connection = self.connection
+        if connection is None:
+            return
+        connection.writable = True
+        for channel in list(connection.channels.values()):
+            for consumer in list(channel.consumers.values()):
+                consumer.queue.dispatch()
+        self.node.flush()
+
+
+def _internal_error(error: Exception) -> ConnectionError_:
+    return ConnectionError_(INTERNAL_ERROR, f"internal error: {type(error).__name__}: {error}")
+
+
+class Node:
+    def __init__(self, settings: NodeSettings, config: NodeConfig) -> None:
+        self.settings = settings
+        self.config = config
+        self.events = EventLog(settings.data_dir / "events.jsonl", settings.name)
+        self.definitions = DefinitionsFile(settings.data_dir / "definitions.json")
+        self.broker: Broker | None = None
+        self.store: MessageStore | None = None
+        self.transports: dict[Connection, asyncio.Transport] = {}
+        self._server: asyncio.Server | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        self._commit: asyncio.Task[None] | None = None
+        self.management: object | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.start_app()
+        if self.settings.mgmt_port is not None:
+            from cluster.mgmt import start_management
+
+            self.management = await start_management(
+                self, self.settings.host, self.settings.mgmt_port
+            )
+        self.events.emit("node_started", amqp_port=self.settings.amqp_port,
+                         mgmt_port=self.settings.mgmt_port)
+
+    async def start_app(self) -> None:
+        if self.broker is not None:
+            return
+        store = MessageStore(self.settings.data_dir / "messages")
+        recovery = store.recover()
+        for tail in recovery.truncated:
+            self.events.emit("store_tail_truncated", file=str(tail.file), offset=tail.offset,
+                             bytes_cut=tail.bytes_cut)
+        broker = Broker(self.config.broker, log=store, events=self.events,
+                        save_definitions=self.definitions.save)
+        self._apply_definitions(broker)
+        restored = broker.restore_messages(recovery.queues)
+        self.store, self.broker = store, broker
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: AMQPProtocol(self), self.settings.host, self.settings.amqp_port,
+            reuse_address=True,
+        )
+        self._ticker = asyncio.create_task(self._tick_forever())
+        self.events.emit("app_started", recovered_messages=restored)
+        self.flush()
+
+    def _apply_definitions(self, broker: Broker) -> None:
+        saved = self.definitions.load()
+        if saved is None:
+            broker.add_user("guest", "guest", ["administrator"])
+            broker.set_permissions("guest", "/", Permission())
+        else:
+            broker.load_definitions(saved)
+        for vhost in self.config.vhosts:
+            broker.add_vhost(vhost)
+        for user in self.config.users:
+            broker.add_user(user.name, user.password, user.tags)
+        for p in self.config.permissions:
+            broker.set_permissions(p.user, p.vhost, Permission(p.configure, p.write, p.read))
+        broker.definitions_changed()
+
+    async def stop_app(self) -> None:
+        broker, store = self.broker, self.store
+        if broker is None or store is None:
+            return
+        assert self._server is not None and self._ticker is not None
+        self._server.close()
+        self._ticker.cancel()
+        broker.shutdown(SHUTDOWN_TEXT)
+        self.flush()
+        if self._commit is not None:
+            await asyncio.gather(self._commit, return_exceptions=True)
+        await asyncio.to_thread(store.commit)
+        for transport in list(self.transports.values()):
+            transport.close()
+        self.transports.clear()
+        store.close()
+        self.broker = self.store = None
+        self.events.emit("app_stopped")
+
+    async def stop(self) -> None:
+        await self.stop_app()
+        if self.management is not None:
+            await self.management.cleanup()  # type: ignore[attr-defined]
+        self.events.emit("node_stopped")
+        self.events.close()
+
+    # -- the shell's duties -------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write every dirty connection's output, apply its socket state, and start a
+        group commit if the store has staged records."""
+        broker = self.broker
+        if broker is None:
+            return
+        while broker.dirty:
+            connection = broker.dirty.pop()
+            transport = self.transports.get(connection)
+            data = connection.take_output()
+            if transport is None:
+                continue
+            if data:
+                transport.write(data)
+            if connection.should_close:
+                transport.close()
+            elif connection.reading_paused != (not transport.is_reading()):
+                if connection.reading_paused:
+                    transport.pause_reading()
+                else:
+                    transport.resume_reading()
+        store = self.store
+        if store is not None and store.staged_lsn > broker.durable_lsn and self._commit is None:
+            self._commit = asyncio.get_running_loop().create_task(self._group_commit())
+
+    async def _group_commit(self) -> None:
+        """fsync in a worker thread; everything staged meanwhile rides the next commit."""
+        try:
+            while (store := self.store) is not None and (broker := self.broker) is not None:
+                if store.staged_lsn <= broker.durable_lsn:
+                    break
+                try:
+                    lsn = await asyncio.to_thread(store.commit)
+                except OSError as error:
+                    broker.on_store_failure(error)
+                    self.flush()
+                    break
+                if self.broker is broker:
+                    broker.on_durable(lsn)
+                    self.flush()
+        finally:
+            self._commit = None
+
+    async def _tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            if self.broker is not None:
+                self.broker.tick()
+                self.flush()
+
+
+async def run_node(settings: NodeSettings, config: NodeConfig) -> None:
+    node = Node(settings, config)
+    await node.start()
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    print(f"node {settings.name} ready: amqp {settings.host}:{settings.amqp_port}"
+          + (f", management {settings.mgmt_port}" if settings.mgmt_port is not None else ""),
+          file=sys.stderr, flush=True)
+    await stopping.wait()
+    await node.stop()
+
+
+def parse_args(argv: list[str] | None = None) -> NodeSettings:
+    parser = argparse.ArgumentParser(prog="python -m cluster.node", description=__doc__)
+    parser.add_argument("--name", required=True, help="node name, e.g. rabbit@n1")
+    parser.add_argument("--amqp-port", type=int, required=True)
+    parser.add_argument("--mgmt-port", type=int, default=None)
+    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--host", default="0.0.0.0", help="address to listen on")
+    parser.add_argument("--config", type=Path, default=None, help="TOML config file")
+    args = parser.parse_args(argv)
+    return NodeSettings(args.name, args.data_dir, args.amqp_port, args.mgmt_port, args.host,
+                        args.config)
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = load_config(settings.config_path, settings.name)
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(run_node(settings, config))
+    except (ConfigError, DefinitionsError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"error: node {settings.name} could not start: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
