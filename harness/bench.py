@@ -1,0 +1,739 @@
+"""`mirrorchaos bench`: the same workload, with the same client, against AMQP brokers.
+
+Each broker URL is measured in turn by a series of stages (a small registry, so
+failover and cluster figures can be added as further stages). A stage turns one
+target into flat, named figures; figures of the first URL are the reference and
+every other URL gets the ratio of its figures to the first one's.
+
+The publisher is a lean AMQP 0-9-1 client written here on pamqp and an asyncio
+protocol: pre-marshalled publish frames, confirms parsed without building pamqp
+objects. A general-purpose Python client costs more CPU per message than a
+Python broker does, and on a small machine it would share cores with the broker
+and become what is measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import platform
+import statistics
+import struct
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any, Literal, Protocol
+from urllib.parse import quote, unquote, urlsplit
+
+from pamqp import commands, frame, header, heartbeat
+from pamqp import exceptions as pamqp_exceptions
+from pamqp.body import ContentBody
+
+Delivery = Literal["persistent", "transient"]
+DELIVERIES: tuple[Delivery, ...] = ("persistent", "transient")
+CLIENT_NAME = "mirrorchaos-lean-amqp"
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile: the smallest sample with at least q% of samples <= it."""
+    if not values:
+        raise ValueError("percentile of no values")
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile {q} is outside 0..100")
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def ratios(first: Mapping[str, float], other: Mapping[str, float]) -> dict[str, float | None]:
+    """other / first for every figure both have; None where the reference is zero."""
+    out: dict[str, float | None] = {}
+    for name, reference in first.items():
+        if name not in other:
+            continue
+        out[name] = None if reference == 0 else round(other[name] / reference, 3)
+    return out
+
+
+# --------------------------------------------------------------------------- targets and errors
+
+
+class BrokerError(Exception):
+    """The broker at `url` could not be reached or misbehaved; `url` has no password."""
+
+    def __init__(self, url: str, message: str) -> None:
+        super().__init__(f"{url}: {message}")
+        self.url = url
+        self.message = message
+
+
+class ConnectionDropped(BrokerError):
+    """The socket closed without an AMQP Connection.Close explaining why."""
+
+
+@dataclass(frozen=True)
+class AmqpUrl:
+    host: str
+    port: int
+    user: str
+    password: str
+    vhost: str
+
+    @property
+    def display(self) -> str:
+        """The URL with the password masked, for output and error messages."""
+        vhost = "" if self.vhost == "/" else quote(self.vhost, safe="")
+        return f"amqp://{self.user}:***@{self.host}:{self.port}/{vhost}"
+
+
+def parse_amqp_url(url: str) -> AmqpUrl:
+    """Parse amqp://user:pass@host:port/vhost with RabbitMQ's defaults; ValueError if bad."""
+    parts = urlsplit(url)
+    if parts.scheme != "amqp":
+        raise ValueError(f"{url!r}: only amqp:// URLs are supported")
+    if not parts.hostname:
+        raise ValueError(f"{url!r}: no host")
+    try:
+        port = parts.port or 5672
+    except ValueError as err:
+        raise ValueError(f"{url!r}: bad port") from err
+    # As in RabbitMQ's URI spec: no path means "/", "/%2F" means "/", "/x" means "x".
+    path = parts.path[1:] if parts.path.startswith("/") else parts.path
+    vhost = unquote(path) if path else "/"
+    return AmqpUrl(
+        host=parts.hostname,
+        port=port,
+        user=unquote(parts.username or "guest"),
+        password=unquote(parts.password or "guest"),
+        vhost=vhost,
+    )
+
+
+# --------------------------------------------------------------------------- lean AMQP client
+
+_FRAME_HEADER = struct.Struct(">BHI")
+_METHOD_ID = struct.Struct(">HH")
+_CONFIRM = struct.Struct(">QB")
+_FRAME_END = 0xCE
+_BASIC_ACK = (60, 80)
+_BASIC_NACK = (60, 120)
+
+
+class _ConfirmRun:
+    """Delivery tags of one publishing run, with their send times and confirm times."""
+
+    def __init__(self, first_tag: int, count: int, loop: asyncio.AbstractEventLoop) -> None:
+        self.first_tag = first_tag
+        self.count = count
+        self.sent_at = [0.0] * count
+        self.latencies: list[float] = []
+        self.published = 0
+        self.confirmed = 0
+        self.nacked = 0
+        self.finished: asyncio.Future[None] = loop.create_future()
+        self._settled = bytearray(count)
+        self._lowest = 0  # index of the lowest unsettled tag
+
+    @property
+    def outstanding(self) -> int:
+        return self.published - self.confirmed - self.nacked
+
+    def mark_sent(self, k: int, now: float) -> None:
+        self.sent_at[self.published : self.published + k] = [now] * k
+        self.published += k
+
+    def settle(self, tag: int, multiple: bool, ack: bool, now: float) -> None:
+        index = tag - self.first_tag
+        if not 0 <= index < self.published:
+            return  # a tag from before this run (e.g. warm-up) or a broker bug
+        start = self._lowest if multiple else index
+        settled, sent_at, latencies = self._settled, self.sent_at, self.latencies
+        for i in range(start, index + 1):
+            if settled[i]:
+                continue
+            settled[i] = 1
+            if ack:
+                self.confirmed += 1
+                latencies.append(now - sent_at[i])
+            else:
+                self.nacked += 1
+        while self._lowest < self.published and settled[self._lowest]:
+            self._lowest += 1
+        if self.confirmed + self.nacked == self.count and not self.finished.done():
+            self.finished.set_result(None)
+
+
+class LeanConnection(asyncio.Protocol):
+    """One AMQP connection with one confirm-mode channel, driven step by step."""
+
+    CHANNEL = 1
+
+    def __init__(self, url: AmqpUrl) -> None:
+        self.url = url
+        self.server_properties: dict[str, Any] = {}
+        self.frame_max = 131072
+        self.blocked = False
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        self._buffer = bytearray()
+        self._waiter: tuple[type, asyncio.Future[Any]] | None = None
+        self._error: BrokerError | None = None
+        self._next_tag = 1
+        self._run: _ConfirmRun | None = None
+        self._on_confirm: Callable[[], None] | None = None
+
+    # -- opening and closing
+
+    @classmethod
+    async def open(cls, url: AmqpUrl, timeout: float) -> LeanConnection:
+        loop = asyncio.get_running_loop()
+        conn = cls(url)
+        try:
+            await asyncio.wait_for(
+                loop.create_connection(lambda: conn, url.host, url.port), timeout
+            )
+        except TimeoutError as err:
+            raise conn._broker_error(f"no TCP connection within {timeout:g}s") from err
+        except OSError as err:
+            reason = err.strerror or str(err)
+            raise conn._broker_error(f"cannot connect: {reason}") from err
+        try:
+            await asyncio.wait_for(conn._handshake(), timeout)
+        except TimeoutError as err:
+            conn.abort()
+            raise conn._broker_error(f"no AMQP handshake within {timeout:g}s") from err
+        except BrokerError:
+            conn.abort()
+            raise
+        return conn
+
+    async def _handshake(self) -> None:
+        start = self._expect(commands.Connection.Start)
+        self._write_raw(header.ProtocolHeader().marshal())
+        try:
+            server_start = await start
+        except ConnectionDropped as err:
+            raise self._broker_error(
+                "connection closed before the AMQP handshake (not an AMQP 0-9-1 port?)"
+            ) from err
+        self.server_properties = dict(server_start.server_properties or {})
+        mechanisms = str(server_start.mechanisms).split()
+        if "PLAIN" not in mechanisms:
+            raise self._broker_error(f"broker offers no PLAIN authentication ({mechanisms})")
+        tune = self._expect(commands.Connection.Tune)
+        self._send(
+            commands.Connection.StartOk(
+                client_properties={
+                    "product": CLIENT_NAME,
+                    "capabilities": {
+                        "authentication_failure_close": True,
+                        "publisher_confirms": True,
+                        "basic.nack": True,
+                        "connection.blocked": True,
+                    },
+                },
+                mechanism="PLAIN",
+                response=f"\0{self.url.user}\0{self.url.password}",
+            ),
+            channel=0,
+        )
+        try:
+            server_tune = await tune
+        except ConnectionDropped as err:
+            # Brokers that ignore authentication_failure_close just drop the socket.
+            raise self._broker_error(
+                f"connection dropped during login as {self.url.user!r} (bad credentials?)"
+            ) from err
+        self.frame_max = server_tune.frame_max or self.frame_max
+        # Heartbeats off: a bench run is short and must not spend time on them.
+        self._send(
+            commands.Connection.TuneOk(
+                channel_max=server_tune.channel_max, frame_max=self.frame_max, heartbeat=0
+            ),
+            channel=0,
+        )
+        await self.call(
+            commands.Connection.Open(virtual_host=self.url.vhost),
+            commands.Connection.OpenOk,
+            channel=0,
+        )
+        await self.call(commands.Channel.Open(), commands.Channel.OpenOk)
+        await self.call(commands.Confirm.Select(), commands.Confirm.SelectOk)
+
+    async def close(self) -> None:
+        if self._transport is None or self._error is not None:
+            self.abort()
+            return
+        with contextlib.suppress(BrokerError, TimeoutError):
+            await asyncio.wait_for(
+                self.call(
+                    commands.Connection.Close(200, "bench done", 0, 0),
+                    commands.Connection.CloseOk,
+                    channel=0,
+                ),
+                5,
+            )
+        self.abort()
+
+    def abort(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    # -- synchronous methods
+
+    async def call(self, method: Any, reply: type, channel: int = CHANNEL) -> Any:
+        waiter = self._expect(reply)
+        self._send(method, channel)
+        return await waiter
+
+    def _expect(self, reply: type) -> asyncio.Future[Any]:
+        self._check()
+        future: asyncio.Future[Any] = self._loop.create_future()
+        self._waiter = (reply, future)
+        return future
+
+    def _send(self, method: Any, channel: int = CHANNEL) -> None:
+        self._write_raw(frame.marshal(method, channel))
+
+    def _write_raw(self, data: bytes) -> None:
+        self._check()
+        assert self._transport is not None
+        self._transport.write(data)
+
+    def _check(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._transport is None:
+            raise self._broker_error("not connected")
+
+    def _broker_error(self, message: str) -> BrokerError:
+        return BrokerError(self.url.display, message)
+
+    # -- publishing
+
+    def publish_frames(self, queue: str, body: bytes, persistent: bool) -> bytes:
+        """The frames of one publish to `queue` via the default exchange, marshalled once."""
+        properties = commands.Basic.Properties(delivery_mode=2 if persistent else 1)
+        parts = [
+            frame.marshal(commands.Basic.Publish(exchange="", routing_key=queue), self.CHANNEL),
+            frame.marshal(header.ContentHeader(0, len(body), properties), self.CHANNEL),
+        ]
+        chunk = self.frame_max - 8  # a body frame's payload is frame_max less its overhead
+        parts += [
+            frame.marshal(ContentBody(body[i : i + chunk]), self.CHANNEL)
+            for i in range(0, len(body), chunk)
+        ]
+        return b"".join(parts)
+
+    def begin_run(self, count: int, on_confirm: Callable[[], None] | None) -> _ConfirmRun:
+        self._check()
+        self._run = _ConfirmRun(self._next_tag, count, self._loop)
+        self._on_confirm = on_confirm
+        return self._run
+
+    def publish(self, frames: bytes, k: int) -> None:
+        run = self._run
+        assert run is not None
+        k = min(k, run.count - run.published)
+        if k <= 0:
+            return
+        self._write_raw(frames * k)
+        run.mark_sent(k, time.perf_counter())
+        self._next_tag += k
+
+    def end_run(self) -> None:
+        self._run = None
+        self._on_confirm = None
+
+    async def wait_run(self, stall_timeout: float) -> None:
+        """Wait until every message of the run is settled; fail on a stall or a nack."""
+        run = self._run
+        assert run is not None
+        last = -1
+        while not run.finished.done():
+            settled = run.confirmed + run.nacked
+            if settled == last:
+                raise self._broker_error(
+                    f"no publisher confirm for {stall_timeout:g}s "
+                    f"({settled}/{run.published} settled)"
+                )
+            last = settled
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(run.finished), stall_timeout)
+        run.finished.result()
+        if run.nacked:
+            raise self._broker_error(f"broker nacked {run.nacked} of {run.count} publishes")
+
+    # -- asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        reason = f": {exc}" if exc else ""
+        self._fail(ConnectionDropped(self.url.display, f"connection closed{reason}"))
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buffer
+        buf += data
+        if buf[:4] == b"AMQP":
+            self._fail(self._broker_error(f"broker rejected AMQP 0-9-1 (answered {buf[:8]!r})"))
+            return
+        pos, end_of_data, confirmed = 0, len(buf), False
+        while end_of_data - pos >= 8:
+            kind, channel, size = _FRAME_HEADER.unpack_from(buf, pos)
+            end = pos + 8 + size
+            if end > end_of_data:
+                break
+            if buf[end - 1] != _FRAME_END:
+                self._fail(self._broker_error("malformed frame from broker"))
+                return
+            # Confirms are most of the traffic: decode them without pamqp objects.
+            if (
+                kind == 1
+                and size == 13
+                and _METHOD_ID.unpack_from(buf, pos + 7)
+                in (
+                    _BASIC_ACK,
+                    _BASIC_NACK,
+                )
+            ):
+                tag, bits = _CONFIRM.unpack_from(buf, pos + 11)
+                ack = _METHOD_ID.unpack_from(buf, pos + 7) == _BASIC_ACK
+                if self._run is not None:
+                    self._run.settle(tag, bool(bits & 1), ack, time.perf_counter())
+                confirmed = True
+            else:
+                try:
+                    _, channel, value = frame.unmarshal(bytes(buf[pos:end]))
+                except pamqp_exceptions.UnmarshalingException as err:
+                    self._fail(self._broker_error(f"undecodable frame from broker: {err}"))
+                    return
+                self._dispatch(channel, value)
+            pos = end
+        del buf[:pos]
+        if confirmed and self._on_confirm is not None and self._error is None:
+            self._on_confirm()
+
+    def _dispatch(self, channel: int, value: Any) -> None:
+        if isinstance(value, commands.Connection.Close):
+            with contextlib.suppress(BrokerError):
+                self._send(commands.Connection.CloseOk(), channel=0)
+            self._fail(
+                self._broker_error(
+                    f"broker closed the connection: {value.reply_code} {value.reply_text}"
+                )
+            )
+        elif isinstance(value, commands.Channel.Close):
+            with contextlib.suppress(BrokerError):
+                self._send(commands.Channel.CloseOk(), channel=channel)
+            self._fail(
+                self._broker_error(
+                    f"broker closed the channel: {value.reply_code} {value.reply_text}"
+                )
+            )
+        elif isinstance(value, commands.Connection.Blocked):
+            self.blocked = True
+        elif isinstance(value, commands.Connection.Unblocked):
+            self.blocked = False
+        elif isinstance(value, heartbeat.Heartbeat):
+            pass
+        elif self._waiter is not None and isinstance(value, self._waiter[0]):
+            _, future = self._waiter
+            self._waiter = None
+            if not future.done():
+                future.set_result(value)
+
+    def _fail(self, error: BrokerError) -> None:
+        if self._error is None:
+            self._error = error
+        if self._waiter is not None:
+            _, future = self._waiter
+            self._waiter = None
+            if not future.done():
+                future.set_exception(self._error)
+        if self._run is not None and not self._run.finished.done():
+            self._run.finished.set_exception(self._error)
+        if self._transport is not None:
+            self._transport.close()
+
+
+# --------------------------------------------------------------------------- workload
+
+
+@dataclass(frozen=True)
+class Workload:
+    messages: int = 20000
+    size: int = 1024
+    window: int = 256
+    rate: float | None = None  # None: half the lowest throughput measured across the URLs
+    deliveries: tuple[Delivery, ...] = DELIVERIES
+    queue: str = "mirrorchaos-bench"
+    warmup: int = 1000
+    repeat: int = 3
+    timeout: float = 30.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "messages": self.messages,
+            "size": self.size,
+            "window": self.window,
+            "rate": self.rate,
+            "deliveries": list(self.deliveries),
+            "queue": self.queue,
+            "warmup": self.warmup,
+            "repeat": self.repeat,
+            "timeout": self.timeout,
+            "durable_queue": True,
+            "consumers": 0,
+        }
+
+
+@dataclass(frozen=True)
+class Figure:
+    unit: str
+    better: Literal["higher", "lower"]
+
+
+@dataclass
+class TargetResult:
+    url: AmqpUrl
+    server: dict[str, str] = field(default_factory=dict)
+    figures: dict[str, float] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class BenchContext:
+    workload: Workload
+    results: list[TargetResult]
+    log: Callable[[str], None]
+
+
+class Stage(Protocol):
+    """One kind of measurement, run on every target before the next stage starts."""
+
+    name: str
+
+    def figures(self, workload: Workload) -> dict[str, Figure]: ...
+
+    async def measure(self, target: TargetResult, ctx: BenchContext) -> dict[str, Any]:
+        """Fill target.figures; return the details to keep under the stage's name."""
+        ...
+
+
+@contextlib.asynccontextmanager
+async def _fresh_queue(
+    target: TargetResult, ctx: BenchContext, delivery: Delivery
+) -> AsyncIterator[tuple[LeanConnection, bytes]]:
+    """A connection and an empty durable queue, deleted afterwards."""
+    conn = await LeanConnection.open(target.url, ctx.workload.timeout)
+    try:
+        target.server = _server_info(conn.server_properties)
+        queue = ctx.workload.queue
+        # Declare-then-purge also empties a queue an interrupted run left behind.
+        await conn.call(commands.Queue.Declare(queue=queue, durable=True), commands.Queue.DeclareOk)
+        await conn.call(commands.Queue.Purge(queue=queue), commands.Queue.PurgeOk)
+        frames = conn.publish_frames(queue, b"x" * ctx.workload.size, delivery == "persistent")
+        yield conn, frames
+        await conn.call(commands.Queue.Delete(queue=queue), commands.Queue.DeleteOk)
+    finally:
+        await conn.close()
+
+
+async def _publish_windowed(
+    conn: LeanConnection, frames: bytes, count: int, window: int, timeout: float
+) -> _ConfirmRun:
+    """Publish `count` messages keeping `window` unconfirmed; refill on every confirm."""
+
+    def refill() -> None:
+        conn.publish(frames, window - confirms.outstanding)
+
+    confirms = conn.begin_run(count, refill)
+    try:
+        refill()
+        await conn.wait_run(timeout)
+    finally:
+        conn.end_run()
+    return confirms
+
+
+async def _publish_at_rate(
+    conn: LeanConnection, frames: bytes, count: int, rate: float, timeout: float
+) -> _ConfirmRun:
+    """Publish `count` messages on a fixed schedule, open loop: confirms never hold it back."""
+    run = conn.begin_run(count, None)
+    try:
+        start = time.perf_counter()
+        while run.published < count:
+            due = min(count, int((time.perf_counter() - start) * rate) + 1)
+            conn.publish(frames, due - run.published)
+            next_at = start + run.published / rate
+            await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
+        await conn.wait_run(timeout)
+    finally:
+        conn.end_run()
+    return run
+
+
+async def _warm_up(conn: LeanConnection, frames: bytes, workload: Workload) -> None:
+    if workload.warmup:
+        await _publish_windowed(conn, frames, workload.warmup, workload.window, workload.timeout)
+        await conn.call(commands.Queue.Purge(queue=workload.queue), commands.Queue.PurgeOk)
+
+
+class ThroughputStage:
+    """Confirmed-publish throughput with a window of outstanding confirms (median of runs)."""
+
+    name = "throughput"
+
+    def figures(self, workload: Workload) -> dict[str, Figure]:
+        return {f"throughput_{d}": Figure("msg/s", "higher") for d in workload.deliveries}
+
+    async def measure(self, target: TargetResult, ctx: BenchContext) -> dict[str, Any]:
+        w = ctx.workload
+        details: dict[str, Any] = {}
+        for delivery in w.deliveries:
+            runs: list[float] = []
+            async with _fresh_queue(target, ctx, delivery) as (conn, frames):
+                await _warm_up(conn, frames, w)
+                for i in range(w.repeat):
+                    started = time.perf_counter()
+                    await _publish_windowed(conn, frames, w.messages, w.window, w.timeout)
+                    runs.append(w.messages / (time.perf_counter() - started))
+                    ctx.log(
+                        f"{target.url.display}: throughput {delivery} "
+                        f"run {i + 1}/{w.repeat}: {runs[-1]:.0f} msg/s"
+                    )
+                    # Purge so every run sees the same queue length, not a growing one.
+                    await conn.call(commands.Queue.Purge(queue=w.queue), commands.Queue.PurgeOk)
+            target.figures[f"throughput_{delivery}"] = round(statistics.median(runs), 1)
+            details[delivery] = {"runs_msgs_per_s": [round(r, 1) for r in runs]}
+        return details
+
+
+class LatencyStage:
+    """Confirm latency p50/p99 at one fixed publish rate, the same for every URL.
+
+    By default the rate is half the lowest throughput measured across the URLs, so
+    every broker is compared under the same offered load and none is overloaded.
+    """
+
+    name = "latency"
+
+    def figures(self, workload: Workload) -> dict[str, Figure]:
+        out: dict[str, Figure] = {}
+        for d in workload.deliveries:
+            out[f"latency_p50_ms_{d}"] = Figure("ms", "lower")
+            out[f"latency_p99_ms_{d}"] = Figure("ms", "lower")
+        return out
+
+    def rate(self, ctx: BenchContext, delivery: Delivery) -> float:
+        if ctx.workload.rate is not None:
+            return ctx.workload.rate
+        return min(r.figures[f"throughput_{delivery}"] for r in ctx.results) / 2
+
+    async def measure(self, target: TargetResult, ctx: BenchContext) -> dict[str, Any]:
+        w = ctx.workload
+        details: dict[str, Any] = {}
+        for delivery in w.deliveries:
+            rate = self.rate(ctx, delivery)
+            async with _fresh_queue(target, ctx, delivery) as (conn, frames):
+                await _warm_up(conn, frames, w)
+                started = time.perf_counter()
+                run = await _publish_at_rate(conn, frames, w.messages, rate, w.timeout)
+                elapsed = time.perf_counter() - started
+            ms = [s * 1000 for s in run.latencies]
+            p50, p99 = percentile(ms, 50), percentile(ms, 99)
+            target.figures[f"latency_p50_ms_{delivery}"] = round(p50, 3)
+            target.figures[f"latency_p99_ms_{delivery}"] = round(p99, 3)
+            details[delivery] = {
+                "rate_msgs_per_s": round(rate, 1),
+                "achieved_msgs_per_s": round(w.messages / elapsed, 1),
+                "max_ms": round(max(ms), 3),
+            }
+            ctx.log(
+                f"{target.url.display}: latency {delivery} at {rate:.0f} msg/s: "
+                f"p50 {p50:.2f} ms, p99 {p99:.2f} ms"
+            )
+        return details
+
+
+# Stages run in this order; a stage may use the figures of the ones before it.
+STAGES: dict[str, Stage] = {stage.name: stage for stage in (ThroughputStage(), LatencyStage())}
+
+
+def _server_info(properties: Mapping[str, Any]) -> dict[str, str]:
+    def text(value: Any) -> str:
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    return {key: text(properties[key]) for key in ("product", "version") if key in properties}
+
+
+def _client_info() -> dict[str, str]:
+    return {
+        "name": CLIENT_NAME,
+        "library": f"pamqp {metadata.version('pamqp')} over asyncio",
+        "python": platform.python_version(),
+    }
+
+
+async def run_bench(
+    urls: Sequence[AmqpUrl],
+    workload: Workload,
+    stages: Sequence[Stage] = tuple(STAGES.values()),
+    log: Callable[[str], None] = lambda line: None,
+) -> dict[str, Any]:
+    """Measure every URL with every stage; the report that `bench` prints as JSON."""
+    results = [TargetResult(url) for url in urls]
+    ctx = BenchContext(workload, results, log)
+    for stage in stages:
+        for target in results:
+            target.details[stage.name] = await stage.measure(target, ctx)
+    figures: dict[str, Figure] = {}
+    for stage in stages:
+        figures.update(stage.figures(workload))
+    report_results: list[dict[str, Any]] = []
+    for i, target in enumerate(results):
+        entry: dict[str, Any] = {
+            "url": target.url.display,
+            "server": target.server,
+            "figures": target.figures,
+            "details": target.details,
+        }
+        if i:
+            entry["ratio_vs_first"] = ratios(results[0].figures, target.figures)
+        report_results.append(entry)
+    return {
+        "client": _client_info(),
+        "workload": workload.as_json(),
+        "figures": {name: {"unit": f.unit, "better": f.better} for name, f in figures.items()},
+        "results": report_results,
+    }
+
+
+def run(urls: Sequence[AmqpUrl], workload: Workload, json_out: str | None) -> int:
+    """Entry point of `mirrorchaos bench`: JSON on stdout, progress and errors on stderr."""
+
+    def log(line: str) -> None:
+        print(f"bench: {line}", file=sys.stderr, flush=True)
+
+    try:
+        report = asyncio.run(run_bench(urls, workload, log=log))
+    except BrokerError as err:
+        print(f"mirrorchaos bench: {err}", file=sys.stderr)
+        return 1
+    text = json.dumps(report, indent=2)
+    print(text)
+    if json_out is not None:
+        with open(json_out, "w", encoding="utf-8") as out:
+            out.write(text + "\n")
+    return 0

@@ -1,0 +1,176 @@
+"""`mirrorchaos` command line: parses arguments and dispatches to one module per subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from harness import bench
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _positive_int(text: str) -> int:
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = _int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def _amqp_url(text: str) -> bench.AmqpUrl:
+    try:
+        return bench.parse_amqp_url(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    defaults = bench.Workload()
+    p = sub.add_parser(
+        "bench",
+        help="measure AMQP brokers with the same client and workload; prints JSON",
+        description="Publish-with-confirms throughput and confirm latency for each "
+        "--amqp-url in turn, with ratios of every URL's figures to the first URL's.",
+    )
+    p.add_argument(
+        "--amqp-url",
+        dest="urls",
+        action="append",
+        type=_amqp_url,
+        required=True,
+        metavar="URL",
+        help="broker to measure (repeatable; the first is the "
+        "reference), e.g. amqp://guest:guest@127.0.0.1:5672/",
+    )
+    p.add_argument(
+        "--messages",
+        type=_positive_int,
+        default=defaults.messages,
+        help="messages per measured run (default %(default)s)",
+    )
+    p.add_argument(
+        "--size",
+        type=_non_negative_int,
+        default=defaults.size,
+        metavar="BYTES",
+        help="message body size (default %(default)s)",
+    )
+    p.add_argument(
+        "--delivery",
+        choices=("persistent", "transient", "both"),
+        default="both",
+        help="delivery mode(s) to measure (default %(default)s)",
+    )
+    p.add_argument(
+        "--window",
+        type=_positive_int,
+        default=defaults.window,
+        help="unconfirmed messages in flight for throughput (default %(default)s)",
+    )
+    p.add_argument(
+        "--rate",
+        type=_positive_float,
+        default=None,
+        metavar="MSGS_PER_S",
+        help="publish rate for confirm latency (default: half the lowest "
+        "throughput measured across the URLs)",
+    )
+    p.add_argument(
+        "--queue",
+        default=defaults.queue,
+        metavar="NAME",
+        help="durable queue to declare, use and delete (default %(default)s)",
+    )
+    p.add_argument(
+        "--warmup",
+        type=_non_negative_int,
+        default=defaults.warmup,
+        help="unmeasured messages before each measurement (default %(default)s)",
+    )
+    p.add_argument(
+        "--repeat",
+        type=_positive_int,
+        default=defaults.repeat,
+        help="throughput runs per delivery mode; the median is reported (default %(default)s)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=defaults.timeout,
+        metavar="SECONDS",
+        help="connect timeout and longest wait for a "
+        "confirm before giving up (default %(default)s)",
+    )
+    p.add_argument("--json-out", metavar="FILE", help="also write the JSON report to FILE")
+    p.set_defaults(handler=_run_bench)
+
+
+def _run_bench(args: argparse.Namespace) -> int:
+    deliveries: tuple[bench.Delivery, ...] = (
+        bench.DELIVERIES if args.delivery == "both" else (args.delivery,)
+    )
+    workload = bench.Workload(
+        messages=args.messages,
+        size=args.size,
+        window=args.window,
+        rate=args.rate,
+        deliveries=deliveries,
+        queue=args.queue,
+        warmup=args.warmup,
+        repeat=args.repeat,
+        timeout=args.timeout,
+    )
+    return bench.run(args.urls, workload, args.json_out)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mirrorchaos",
+        description="Chaos-testing harness for replicated message brokers.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_bench(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        print("mirrorchaos: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

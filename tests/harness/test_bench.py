@@ -1,0 +1,160 @@
+"""`mirrorchaos bench`: statistics, confirm bookkeeping, report shape and CLI errors.
+
+Nothing here needs a broker; the end-to-end run lives with the broker fixtures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import pytest
+
+from harness import bench, cli
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = [float(v) for v in range(100, 0, -1)]  # unsorted on purpose
+    assert bench.percentile(values, 50) == 50.0
+    assert bench.percentile(values, 99) == 99.0
+    assert bench.percentile(values, 100) == 100.0
+    assert bench.percentile(values, 0) == 1.0
+    assert bench.percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert bench.percentile([7.5], 99) == 7.5
+
+
+@pytest.mark.parametrize("values, q", [([], 50.0), ([1.0], -1.0), ([1.0], 100.5)])
+def test_percentile_rejects_bad_input(values: list[float], q: float) -> None:
+    with pytest.raises(ValueError):
+        bench.percentile(values, q)
+
+
+def test_ratios_divide_by_the_first_url() -> None:
+    first = {"throughput_transient": 2000.0, "latency_p99_ms_transient": 4.0, "only_first": 1.0}
+    other = {"throughput_transient": 2240.0, "latency_p99_ms_transient": 2.0, "only_other": 9.0}
+    assert bench.ratios(first, other) == {
+        "throughput_transient": 1.12,
+        "latency_p99_ms_transient": 0.5,
+    }
+
+
+def test_ratio_against_a_zero_reference_is_null() -> None:
+    assert bench.ratios({"latency_p50_ms_transient": 0.0}, {"latency_p50_ms_transient": 1.0}) == {
+        "latency_p50_ms_transient": None
+    }
+
+
+def test_parse_amqp_url_defaults_and_vhost() -> None:
+    url = bench.parse_amqp_url("amqp://127.0.0.1")
+    assert url == bench.AmqpUrl("127.0.0.1", 5672, "guest", "guest", "/")
+    assert bench.parse_amqp_url("amqp://h:1/%2F").vhost == "/"
+    assert bench.parse_amqp_url("amqp://h:1/").vhost == "/"
+    named = bench.parse_amqp_url("amqp://u%40x:p%2Fw@h:5682/a%2Fb")
+    assert (named.user, named.password, named.port, named.vhost) == ("u@x", "p/w", 5682, "a/b")
+
+
+def test_displayed_url_hides_the_password() -> None:
+    url = bench.parse_amqp_url("amqp://bob:s3cret@localhost:5999/prod")
+    assert url.display == "amqp://bob:***@localhost:5999/prod"
+    assert "s3cret" not in str(bench.BrokerError(url.display, "refused"))
+
+
+@pytest.mark.parametrize("text", ["http://h/", "amqps://h/", "amqp:///vhost", "amqp://h:99999/"])
+def test_parse_amqp_url_rejects(text: str) -> None:
+    with pytest.raises(ValueError):
+        bench.parse_amqp_url(text)
+
+
+async def test_confirm_run_settles_single_multiple_and_nacked_tags() -> None:
+    run = bench._ConfirmRun(first_tag=11, count=5, loop=asyncio.get_running_loop())
+    run.mark_sent(5, now=1.0)
+    run.settle(13, multiple=False, ack=True, now=1.5)  # out of order, single
+    assert (run.confirmed, run.outstanding) == (1, 4)
+    run.settle(12, multiple=True, ack=True, now=2.0)  # covers 11 and 12
+    assert (run.confirmed, run.outstanding) == (3, 2)
+    run.settle(14, multiple=False, ack=False, now=2.0)
+    run.settle(5, multiple=False, ack=True, now=2.0)  # a tag from before the run
+    assert not run.finished.done()
+    run.settle(15, multiple=True, ack=True, now=3.0)  # 13 and 14 already settled
+    assert run.finished.done()
+    assert (run.confirmed, run.nacked) == (4, 1)
+    assert sorted(run.latencies) == [0.5, 1.0, 1.0, 2.0]
+
+
+class _FakeStage:
+    """A stage with fixed figures per URL, to check the report without a broker."""
+
+    name = "fake"
+
+    def __init__(self, by_port: dict[int, dict[str, float]]) -> None:
+        self.by_port = by_port
+
+    def figures(self, workload: bench.Workload) -> dict[str, bench.Figure]:
+        return {"throughput_transient": bench.Figure("msg/s", "higher")}
+
+    async def measure(self, target: bench.TargetResult, ctx: bench.BenchContext) -> dict[str, Any]:
+        target.figures.update(self.by_port[target.url.port])
+        return {"seen_targets": len(ctx.results)}
+
+
+async def test_report_shape_has_ratios_for_every_url_after_the_first() -> None:
+    urls = [bench.parse_amqp_url(f"amqp://127.0.0.1:{p}") for p in (1, 2, 3)]
+    stage = _FakeStage(
+        {
+            1: {"throughput_transient": 100.0},
+            2: {"throughput_transient": 150.0},
+            3: {"throughput_transient": 50.0},
+        }
+    )
+    report = await bench.run_bench(urls, bench.Workload(), stages=[stage])
+    assert report["client"]["name"] == bench.CLIENT_NAME
+    assert report["figures"] == {"throughput_transient": {"unit": "msg/s", "better": "higher"}}
+    first, second, third = report["results"]
+    assert "ratio_vs_first" not in first
+    assert second["ratio_vs_first"] == {"throughput_transient": 1.5}
+    assert third["ratio_vs_first"] == {"throughput_transient": 0.5}
+    assert first["details"] == {"fake": {"seen_targets": 3}}
+    assert first["url"] == "amqp://guest:***@127.0.0.1:1/"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["bench"], "--amqp-url"),
+        (["bench", "--amqp-url", "http://h/"], "only amqp://"),
+        (["bench", "--amqp-url", "amqp://h", "--messages", "0"], "at least 1"),
+        (["bench", "--amqp-url", "amqp://h", "--window", "x"], "not a whole number"),
+        (["bench", "--amqp-url", "amqp://h", "--size", "-1"], "must not be negative"),
+        (["bench", "--amqp-url", "amqp://h", "--rate", "0"], "positive number"),
+        (["bench", "--amqp-url", "amqp://h", "--rate", "nan"], "positive number"),
+        (["bench", "--amqp-url", "amqp://h", "--delivery", "lazy"], "invalid choice"),
+    ],
+)
+def test_bench_argument_errors(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_no_subcommand_prints_help_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main([]) == 2
+    assert "bench" in capsys.readouterr().err
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_unreachable_url_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    port = _closed_port()
+    assert cli.main(["bench", "--amqp-url", f"amqp://u:pw@127.0.0.1:{port}/"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert f"amqp://u:***@127.0.0.1:{port}/: cannot connect" in err
+    assert "Traceback" not in err
