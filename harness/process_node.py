@@ -1,0 +1,156 @@
+"""Run one broker node as a local OS process and know when it is ready.
+
+Used by the demo, the test fixtures and (later) the process runtime. Readiness is a
+real probe: an AMQP handshake that gets ``connection.start`` back, and when the node
+has a management port, an HTTP answer from it. A node that dies or never gets ready
+raises `NodeStartError` carrying the tail of its log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
+
+
+class NodeStartError(RuntimeError):
+    """The node did not become ready; the message ends with its log tail."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def amqp_answers(host: str, port: int, timeout: float = 1.0) -> bool:
+    """True when the port speaks AMQP 0-9-1: it answers our protocol header with a
+    ``connection.start`` method frame on channel 0."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.sendall(PROTOCOL_HEADER)
+            head = sock.recv(7)
+            return head[:3] == b"\x01\x00\x00"
+    except OSError:
+        return False
+
+
+def http_answers(url: str, timeout: float = 1.0) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout):
+            return True
+    except urllib.error.HTTPError:
+        return True  # 401 and friends still mean the server is up
+    except OSError:
+        return False
+
+
+@dataclass
+class NodeProcess:
+    name: str
+    data_dir: Path
+    amqp_port: int = field(default_factory=free_port)
+    mgmt_port: int | None = field(default_factory=free_port)
+    host: str = "127.0.0.1"
+    config_path: Path | None = None
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "node.log"
+
+    @property
+    def amqp_url(self) -> str:
+        return f"amqp://guest:guest@{self.host}:{self.amqp_port}/%2F"
+
+    @property
+    def mgmt_url(self) -> str:
+        return f"http://{self.host}:{self.mgmt_port}"
+
+    def command(self) -> list[str]:
+        command = [
+            sys.executable, "-m", "cluster.node", "--name", self.name,
+            "--amqp-port", str(self.amqp_port), "--data-dir", str(self.data_dir),
+            "--host", self.host,
+        ]
+        if self.mgmt_port is not None:
+            command += ["--mgmt-port", str(self.mgmt_port)]
+        if self.config_path is not None:
+            command += ["--config", str(self.config_path)]
+        return command
+
+    def start(self, timeout: float = 20.0) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        self.wait_ready(timeout)
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise NodeStartError(
+                    f"node {self.name} exited with code {self.process.returncode} during "
+                    f"start-up; log tail:\n{self.log_tail()}"
+                )
+            if amqp_answers(self.host, self.amqp_port) and (
+                self.mgmt_port is None or http_answers(f"{self.mgmt_url}/api/overview")
+            ):
+                return
+            time.sleep(0.05)
+        raise NodeStartError(
+            f"node {self.name} not ready on {self.host}:{self.amqp_port} after {timeout:.0f}s; "
+            f"log tail:\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return "(no log written)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self.running:
+            assert self.process is not None
+            self.process.send_signal(sig)
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown path runs, as in a crash."""
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.kill()
+            self.process.wait()
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM and wait; SIGKILL if the node does not stop in time."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.process.returncode
+
+    def restart(self, timeout: float = 20.0) -> None:
+        self.stop()
+        self.start(timeout)
