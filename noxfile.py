@@ -1,0 +1,43 @@
+"""CI and developer sessions. `./dev` is the front door that installs nox itself."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["lint", "typecheck", "tests"]
+
+SOURCES = ["cluster", "faults", "harness", "reports", "tests", "noxfile.py"]
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The default test suite (slow campaigns are kept out by the `slow` marker)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", *(session.posargs or ["-q"]))
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", *SOURCES)
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    session.install("-e", ".[test]", "mypy>=1.10")
+    session.run("mypy")
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """The main job for now: a broker node and a short publish/consume run against it."""
+    session.install("-e", ".")
+    session.run("mirrorchaos", "demo", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """`mirrorchaos bench` against the URLs given after `--`."""
+    session.install("-e", ".")
+    session.run("mirrorchaos", "bench", *session.posargs)
