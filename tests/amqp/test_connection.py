@@ -1,0 +1,176 @@
+"""The I/O-free connection and channel state machines, driven in memory (no sockets)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pamqp import commands
+
+from cluster.core.broker import Broker, BrokerConfig
+from cluster.core.users import Permission
+from cluster.store import MessageStore
+from tests.amqp.memory_client import FakeClock, MemoryClient, publish_frames
+
+
+def make_broker(clock: FakeClock | None = None, store: MessageStore | None = None,
+                **config: int) -> Broker:
+    broker = Broker(BrokerConfig(**config), clock=clock or FakeClock(), log=store)
+    broker.add_user("guest", "guest", ["administrator"])
+    broker.set_permissions("guest", "/", Permission())
+    return broker
+
+
+def open_client(broker: Broker, **kwargs: object) -> MemoryClient:
+    client = MemoryClient(broker)
+    client.handshake(**kwargs)  # type: ignore[arg-type]
+    client.open_channel()
+    client.drain()
+    return client
+
+
+def test_handshake_negotiates_and_opens() -> None:
+    client = MemoryClient(make_broker())
+    client.handshake()
+    methods = client.methods()
+    assert [type(m) for m in methods] == [
+        commands.Connection.Start, commands.Connection.Tune, commands.Connection.OpenOk
+    ]
+    start = methods[0]
+    assert isinstance(start, commands.Connection.Start)
+    assert start.server_properties["capabilities"]["consumer_cancel_notify"] is True
+    assert "PLAIN" in start.mechanisms.split()
+
+
+def test_wrong_password_is_refused_with_403() -> None:
+    client = MemoryClient(make_broker())
+    client.handshake(password_response="\x00guest\x00wrong")
+    close = [m for m in client.methods() if isinstance(m, commands.Connection.Close)]
+    assert close and close[0].reply_code == 403
+    assert close[0].reply_text.startswith("ACCESS_REFUSED")
+
+
+def test_wrong_protocol_header_gets_ours_back_and_closes() -> None:
+    client = MemoryClient(make_broker())
+    client.send_raw(b"AMQP\x01\x01\x00\x0a")
+    assert client.drain() == [(0, b"AMQP\x00\x00\x09\x01")]
+    assert client.connection.should_close
+
+
+def test_bad_frame_end_closes_connection_with_501() -> None:
+    client = open_client(make_broker())
+    client.send_raw(b"\x01\x00\x01\x00\x00\x00\x04\x00\x14\x00\x28\x00")
+    close = client.methods()[-1]
+    assert isinstance(close, commands.Connection.Close) and close.reply_code == 501
+
+
+def test_method_while_content_expected_is_unexpected_frame() -> None:
+    client = open_client(make_broker())
+    client.send(1, commands.Basic.Publish(routing_key="q"))
+    client.send(1, commands.Basic.Qos(prefetch_count=1))
+    close = client.methods()[-1]
+    assert isinstance(close, commands.Connection.Close) and close.reply_code == 505
+
+
+def test_channel_error_closes_only_the_channel_and_ignores_frames_until_close_ok() -> None:
+    client = open_client(make_broker())
+    client.send(1, commands.Queue.Declare(queue="missing", passive=True))
+    close = client.methods()[-1]
+    assert isinstance(close, commands.Channel.Close) and close.reply_code == 404
+    assert (close.class_id, close.method_id) == (50, 10)
+    client.send(1, commands.Queue.Declare(queue="q"))
+    assert client.methods() == []  # dropped: the channel is closing
+    client.send(1, commands.Channel.CloseOk())
+    client.open_channel(1)
+    assert isinstance(client.methods()[-1], commands.Channel.OpenOk)
+
+
+def declare(client: MemoryClient, name: str, **flags: bool) -> None:
+    client.send(1, commands.Queue.Declare(queue=name, **flags))
+    assert isinstance(client.methods()[-1], commands.Queue.DeclareOk)
+
+
+def test_requeue_on_channel_close_restores_original_positions() -> None:
+    broker = make_broker()
+    publisher = open_client(broker)
+    declare(publisher, "q")
+    for i in range(5):
+        publisher.publish(1, f"m{i}".encode(), "q")
+    consumer = open_client(broker)
+    consumer.send(1, commands.Basic.Qos(prefetch_count=2))
+    consumer.send(1, commands.Basic.Consume(queue="q", consumer_tag="c1"))
+    assert [body for _, body in consumer.deliveries()] == [b"m0", b"m1"]
+    consumer.send(1, commands.Channel.Close(200, "bye", 0, 0))
+    other = open_client(broker)
+    other.send(1, commands.Basic.Consume(queue="q", consumer_tag="c2", no_ack=True))
+    got = [(body, d.redelivered) for d, body in other.deliveries()]
+    assert got == [(b"m0", True), (b"m1", True), (b"m2", False), (b"m3", False),
+                   (b"m4", False)]
+
+
+def test_confirms_for_a_batch_go_out_as_one_multiple_ack() -> None:
+    client = open_client(make_broker())
+    declare(client, "q")
+    client.send(1, commands.Confirm.Select())
+    client.drain()
+    # Three publishes in one read: the broker answers with a single ack, multiple=True.
+    client.send_raw(b"".join(publish_frames(1, f"m{i}".encode(), "q") for i in range(3)))
+    acks = [m for m in client.methods() if isinstance(m, commands.Basic.Ack)]
+    assert [(a.delivery_tag, a.multiple) for a in acks] == [(3, True)]
+
+
+def test_persistent_confirm_waits_for_the_store(tmp_path: Path) -> None:
+    store = MessageStore(tmp_path)
+    store.recover()
+    broker = make_broker(store=store)
+    client = open_client(broker)
+    declare(client, "q", durable=True)
+    client.send(1, commands.Confirm.Select())
+    client.drain()
+    client.publish(1, b"durable", "q", persistent=True)
+    assert not [m for m in client.methods() if isinstance(m, commands.Basic.Ack)]
+    broker.on_durable(store.commit())
+    acks = [m for m in client.methods() if isinstance(m, commands.Basic.Ack)]
+    assert [a.delivery_tag for a in acks] == [1]
+    store.close()
+
+
+def test_missed_heartbeats_close_and_idle_connection_sends_heartbeats() -> None:
+    clock = FakeClock()
+    broker = make_broker(clock)
+    client = open_client(broker, heartbeat=2)
+    clock.now += 1.5
+    broker.tick()
+    assert client.drain()[-1][1].__class__.__name__ == "Heartbeat"
+    clock.now += 3.0
+    broker.tick()
+    assert client.connection.should_close
+
+
+def test_memory_alarm_blocks_publishers_and_unblocks_when_drained() -> None:
+    broker = make_broker(memory_high_watermark=100)
+    client = open_client(broker)
+    declare(client, "q")
+    client.publish(1, b"x" * 150, "q")
+    assert any(isinstance(m, commands.Connection.Blocked) for m in client.methods())
+    assert client.connection.reading_paused
+    client.send(1, commands.Queue.Purge(queue="q"))
+    assert any(isinstance(m, commands.Connection.Unblocked) for m in client.methods())
+    assert not client.connection.reading_paused
+
+
+@pytest.mark.parametrize("tx_action, expected", [(commands.Tx.Commit, 1),
+                                                 (commands.Tx.Rollback, 0)])
+def test_transaction_publishes_land_only_on_commit(tx_action: type, expected: int) -> None:
+    client = open_client(make_broker())
+    declare(client, "q")
+    client.send(1, commands.Tx.Select())
+    client.publish(1, b"in-tx", "q")
+    client.drain()
+    client.send(1, commands.Queue.Declare(queue="q", passive=True))
+    before = client.methods()[-1]
+    assert isinstance(before, commands.Queue.DeclareOk) and before.message_count == 0
+    client.send(1, tx_action())
+    client.send(1, commands.Queue.Declare(queue="q", passive=True))
+    after = client.methods()[-1]
+    assert isinstance(after, commands.Queue.DeclareOk) and after.message_count == expected
