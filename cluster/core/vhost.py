@@ -49,6 +49,16 @@ class VirtualHost:
     def describe(self, kind: str, name: str) -> str:
         return f"{kind} '{name}' in vhost '{self.name}'"
 
+    def _check_equivalent(self, kind: str, name: str, fields: list[tuple[str, Any, Any]]) -> None:
+        """A redeclaration must match the existing entity (RabbitMQ's 'inequivalent arg')."""
+        for field, theirs, ours in fields:
+            if theirs != ours:
+                raise ChannelError(
+                    PRECONDITION_FAILED,
+                    f"inequivalent arg '{field}' for {self.describe(kind, name)}: "
+                    f"received '{theirs}' but current is '{ours}'",
+                )
+
     # -- exchanges ----------------------------------------------------------------------
 
     def exchange(self, name: str) -> Exchange:
@@ -80,18 +90,12 @@ class VirtualHost:
             raise ConnectionError_(COMMAND_INVALID, f"unknown exchange type '{type_}'")
         existing = self.exchanges.get(name)
         if existing is not None:
-            for field, theirs, ours in (
+            self._check_equivalent("exchange", name, [
                 ("type", type_, existing.type),
                 ("durable", _flag(durable), _flag(existing.durable)),
                 ("auto_delete", _flag(auto_delete), _flag(existing.auto_delete)),
                 ("internal", _flag(internal), _flag(existing.internal)),
-            ):
-                if theirs != ours:
-                    raise ChannelError(
-                        PRECONDITION_FAILED,
-                        f"inequivalent arg '{field}' for {self.describe('exchange', name)}: "
-                        f"received '{theirs}' but current is '{ours}'",
-                    )
+            ])
             return existing
         exchange = Exchange(name, type_, durable, auto_delete, internal, dict(arguments))
         self.exchanges[name] = exchange
@@ -153,25 +157,13 @@ class VirtualHost:
         existing = self.queues.get(name)
         if existing is not None:
             self.check_exclusive(existing, connection_id)
-            for field, theirs, ours in (
-                ("durable", durable, existing.durable),
-                ("exclusive", exclusive, existing.exclusive_owner is not None),
-                ("auto_delete", auto_delete, existing.auto_delete),
-            ):
-                if theirs != ours:
-                    raise ChannelError(
-                        PRECONDITION_FAILED,
-                        f"inequivalent arg '{field}' for {self.describe('queue', name)}: "
-                        f"received '{_flag(theirs)}' but current is '{_flag(ours)}'",
-                    )
-            for key in sorted(set(arguments) | set(existing.arguments)):
-                if arguments.get(key) != existing.arguments.get(key):
-                    raise ChannelError(
-                        PRECONDITION_FAILED,
-                        f"inequivalent arg '{key}' for {self.describe('queue', name)}: "
-                        f"received {arguments.get(key)!r} but current is "
-                        f"{existing.arguments.get(key)!r}",
-                    )
+            self._check_equivalent("queue", name, [
+                ("durable", _flag(durable), _flag(existing.durable)),
+                ("exclusive", _flag(exclusive), _flag(existing.exclusive_owner is not None)),
+                ("auto_delete", _flag(auto_delete), _flag(existing.auto_delete)),
+                *((key, arguments.get(key), existing.arguments.get(key))
+                  for key in sorted(set(arguments) | set(existing.arguments))),
+            ])
             return existing
         return self.add_queue(
             Queue(
