@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from harness import bench
+from harness import bench, demo
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -148,6 +148,59 @@ def _run_bench(args: argparse.Namespace) -> int:
     return bench.run(args.urls, workload, args.json_out)
 
 
+def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    defaults = demo.DemoOptions()
+    p = sub.add_parser(
+        "demo",
+        help="start one node of ours and run a confirming publisher and acking consumer",
+        description="Start one `cluster.node` on free loopback ports, publish unique "
+        "persistent messages with confirms, consume them with manual acks, print a summary "
+        "and stop the node. Exits 0 when every confirmed message was delivered exactly once.",
+    )
+    p.add_argument(
+        "--messages",
+        type=_positive_int,
+        default=defaults.messages,
+        help="messages to publish (default %(default)s)",
+    )
+    p.add_argument(
+        "--window",
+        type=_positive_int,
+        default=defaults.window,
+        help="unconfirmed publishes in flight (default %(default)s)",
+    )
+    p.add_argument(
+        "--prefetch",
+        type=_positive_int,
+        default=defaults.prefetch,
+        help="consumer prefetch count (default %(default)s)",
+    )
+    p.add_argument(
+        "--start-timeout",
+        type=_positive_float,
+        default=defaults.start_timeout,
+        metavar="SECONDS",
+        help="longest wait for the node to accept an AMQP handshake (default %(default)s)",
+    )
+    p.add_argument(
+        "--keep-data",
+        action="store_true",
+        help="keep the node's data directory and log even when the demo succeeds",
+    )
+    p.set_defaults(handler=_run_demo)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    options = demo.DemoOptions(
+        messages=args.messages,
+        window=args.window,
+        prefetch=args.prefetch,
+        start_timeout=args.start_timeout,
+        keep_data=args.keep_data,
+    )
+    return demo.run(options)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mirrorchaos",
@@ -155,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_bench(sub)
+    _add_demo(sub)
     return parser
 
 
