@@ -439,6 +439,7 @@ class Channel:
             exclusive=method.exclusive,
             auto_delete=method.auto_delete,
             arguments=method.arguments or {},
+            server_named=not method.queue,
         )
         if not method.passive and queue.durable:
             self.broker.definitions_changed()

@@ -146,10 +146,11 @@ class VirtualHost:
         exclusive: bool,
         auto_delete: bool,
         arguments: dict[str, Any],
+        server_named: bool = False,
     ) -> Queue:
         if passive:
             return self.queue(name, connection_id)
-        if name.startswith("amq."):
+        if name.startswith("amq.") and not server_named:
             raise ChannelError(
                 ACCESS_REFUSED,
                 f"queue name '{name}' contains reserved prefix 'amq.*'",
