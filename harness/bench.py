@@ -734,6 +734,10 @@ def run(urls: Sequence[AmqpUrl], workload: Workload, json_out: str | None) -> in
     text = json.dumps(report, indent=2)
     print(text)
     if json_out is not None:
-        with open(json_out, "w", encoding="utf-8") as out:
-            out.write(text + "\n")
+        try:
+            with open(json_out, "w", encoding="utf-8") as out:
+                out.write(text + "\n")
+        except OSError as err:
+            print(f"mirrorchaos bench: cannot write {json_out}: {err.strerror}", file=sys.stderr)
+            return 1
     return 0
