@@ -489,7 +489,9 @@ class Channel:
 
     def _basic_qos(self, method: commands.Basic.Qos) -> None:
         if method.prefetch_size:
-            raise ChannelError(NOT_IMPLEMENTED, f"prefetch_size!=0 ({method.prefetch_size})")
+            raise ConnectionError_(
+                NOT_IMPLEMENTED, f"prefetch_size!=0 ({method.prefetch_size})", 60, 10
+            )
         if method.global_:
             self.global_prefetch = method.prefetch_count
         else:
