@@ -1,0 +1,49 @@
+"""The node's management API: HTTP with JSON shaped like RabbitMQ's management plugin
+(SPEC §2.4). `mqctl` is its command-line client.
+
+Every request needs HTTP basic authentication with a broker user. Any user may read;
+changes (PUT, POST, DELETE) need the ``administrator`` tag. Errors are
+``{"error": ..., "reason": ...}``: 401 bad or missing credentials, 403 not an
+administrator, 404 unknown object, 400 bad body (the reason names the field), 503
+``app_stopped`` while the broker application is stopped. Vhost names are URL-encoded
+(``%2F`` is ``/``).
+
+Endpoints::
+
+    GET                 /api/overview
+    GET                 /api/nodes
+    GET                 /api/nodes/{node}
+    POST                /api/nodes/{node}/actions          {"action": "stop_app" | "start_app"}
+    GET                 /api/queues[/{vhost}]
+    GET, PUT, DELETE    /api/queues/{vhost}/{name}         PUT {durable, auto_delete, arguments};
+                                                           DELETE ?if-unused=true&if-empty=true
+    POST                /api/queues/{vhost}/{name}/actions {"action": "sync" | "cancel_sync"}
+    GET                 /api/exchanges[/{vhost}[/{name}]]  (amq.default is the default exchange)
+    GET                 /api/bindings[/{vhost}]
+    GET                 /api/connections, /api/channels, /api/consumers
+    GET                 /api/vhosts
+    GET, PUT, DELETE    /api/vhosts/{vhost}
+    GET                 /api/vhosts/{vhost}/permissions
+    GET                 /api/users
+    GET, PUT, DELETE    /api/users/{user}                  PUT {password | password_hash, tags}
+    GET                 /api/permissions
+    GET, PUT, DELETE    /api/permissions/{vhost}/{user}    PUT {configure, write, read}
+    GET                 /api/policies[/{vhost}]
+    GET, PUT, DELETE    /api/policies/{vhost}/{name}       PUT {pattern, definition, priority,
+                                                                apply-to}
+
+Extensions to RabbitMQ's API:
+
+- ``POST /api/nodes/{node}/actions`` runs ``stop_app`` or ``start_app``, which
+  rabbitmqctl does over Erlang distribution. The answer (204) comes once the action has
+  completed. The management listener stays up while the app is stopped: then
+  ``/api/overview`` and ``/api/nodes`` answer with ``"running": false`` (and no totals),
+  every other endpoint with 503, and credentials are checked against the users the app
+  saved.
+- ``/api/overview`` has ``running``; the node objects have ``running`` for the broker
+  application, not for the process.
+"""
+
+from cluster.mgmt.server import start_management
+
+__all__ = ["start_management"]
