@@ -349,3 +349,18 @@ def refused_at_open(code: int) -> Iterator[None]:
         assert f"({code})" in str(error), f"expected {code}, got {error!r}"
     else:
         raise AssertionError(f"expected the connection to be refused with {code}")
+
+
+def assert_node_serves(node: NodeProcess, queue: str = "health-check") -> None:
+    """The node is alive and a well-behaved client can publish with confirms and
+    consume what it published."""
+    assert node.running, f"the node died; log tail:\n{node.log_tail()}"
+    bodies = numbered(20, "health")
+    connection = connect(node)
+    channel = connection.channel()
+    channel.confirm_delivery()
+    channel.queue_declare(queue, auto_delete=True)
+    publish_bodies(channel, queue, bodies)
+    events = consume_events(connection, channel, queue, len(bodies), auto_ack=True)
+    assert [body for _, body in events] == bodies
+    connection.close()
