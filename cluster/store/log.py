@@ -110,7 +110,12 @@ class MessageStore:
             raise ValueError(f"segment_bytes must exceed the {len(HEADER)}-byte header")
         self._dir = Path(directory)
         self._segment_bytes = segment_bytes
-        self._dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._dir.mkdir(parents=True)
+        except FileExistsError:
+            pass
+        else:
+            _fsync_directory(self._dir.parent)  # or a crash could lose the new directory
         self._lockfd = _lock_directory(self._dir)
         self._lock = threading.Lock()
         self._ready = False
@@ -135,7 +140,8 @@ class MessageStore:
 
         A torn or corrupt record in the newest segment is where a crash interrupted a
         write: the file is cut there and the cut reported. Anywhere else it is damage
-        the store must not paper over, so StoreCorrupted is raised.
+        the store must not paper over, so StoreCorrupted is raised (close() the store
+        then; the files are left as they are).
         """
         if self._recovered:
             raise StoreError("recover() may be called only once")
