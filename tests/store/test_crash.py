@@ -27,7 +27,7 @@ def _run_and_kill(directory: Path, first_seq: int, commits: int, linger: float) 
     child = subprocess.Popen([sys.executable, str(CHILD), str(directory), str(first_seq)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
     assert child.stdout is not None and child.stderr is not None
-    lines = []
+    lines: list[str] = []
     try:
         while sum(line.startswith("C ") for line in lines) < commits:
             line = child.stdout.readline()

@@ -74,7 +74,7 @@ class StoreMachine(RuleBasedStateMachine):
         assert recovery.queues == _as_recovered(self.durable)
         self.staged = copy.deepcopy(self.durable)
 
-    @precondition(lambda self: segments(self.directory))
+    @precondition(lambda self: bool(segments(self.directory)))
     @rule(garbage=st.binary(min_size=1, max_size=24))
     def reopen_after_a_torn_write(self, garbage: bytes) -> None:
         self.store.close()
