@@ -29,7 +29,7 @@ from importlib import metadata
 from typing import Any, Literal, Protocol
 from urllib.parse import quote, unquote, urlsplit
 
-from pamqp import commands, frame, header, heartbeat
+from pamqp import commands, frame, header
 from pamqp import exceptions as pamqp_exceptions
 from pamqp.body import ContentBody
 
@@ -179,7 +179,6 @@ class LeanConnection(asyncio.Protocol):
         self.url = url
         self.server_properties: dict[str, Any] = {}
         self.frame_max = 131072
-        self.blocked = False
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         self._buffer = bytearray()
@@ -397,19 +396,11 @@ class LeanConnection(asyncio.Protocol):
                 self._fail(self._broker_error("malformed frame from broker"))
                 return
             # Confirms are most of the traffic: decode them without pamqp objects.
-            if (
-                kind == 1
-                and size == 13
-                and _METHOD_ID.unpack_from(buf, pos + 7)
-                in (
-                    _BASIC_ACK,
-                    _BASIC_NACK,
-                )
-            ):
+            method = _METHOD_ID.unpack_from(buf, pos + 7) if kind == 1 and size == 13 else None
+            if method in (_BASIC_ACK, _BASIC_NACK):
                 tag, bits = _CONFIRM.unpack_from(buf, pos + 11)
-                ack = _METHOD_ID.unpack_from(buf, pos + 7) == _BASIC_ACK
                 if self._run is not None:
-                    self._run.settle(tag, bool(bits & 1), ack, time.perf_counter())
+                    self._run.settle(tag, bool(bits & 1), method == _BASIC_ACK, time.perf_counter())
                 confirmed = True
             else:
                 try:
@@ -424,6 +415,8 @@ class LeanConnection(asyncio.Protocol):
             self._on_confirm()
 
     def _dispatch(self, channel: int, value: Any) -> None:
+        """Closes fail the connection; anything not waited for is ignored (a blocked
+        broker shows up as confirms that stop coming)."""
         if isinstance(value, commands.Connection.Close):
             with contextlib.suppress(BrokerError):
                 self._send(commands.Connection.CloseOk(), channel=0)
@@ -440,12 +433,6 @@ class LeanConnection(asyncio.Protocol):
                     f"broker closed the channel: {value.reply_code} {value.reply_text}"
                 )
             )
-        elif isinstance(value, commands.Connection.Blocked):
-            self.blocked = True
-        elif isinstance(value, commands.Connection.Unblocked):
-            self.blocked = False
-        elif isinstance(value, heartbeat.Heartbeat):
-            pass
         elif self._waiter is not None and isinstance(value, self._waiter[0]):
             _, future = self._waiter
             self._waiter = None
