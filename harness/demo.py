@@ -1,22 +1,15 @@
 """`mirrorchaos demo`: one node of ours, a real confirming publisher and acking consumer.
 
-The node runs as `python -m cluster.node` on free loopback ports with a temporary
-data directory. It counts as ready only when an AMQP handshake succeeds; its
-stderr goes to `node.log` in the data directory, whose tail is shown when it fails
-to start. The node is stopped (SIGTERM, then SIGKILL) however the demo ends.
+The node runs as a `NodeProcess` on free loopback ports with a temporary data
+directory; a node that fails to start is reported with its log tail. The node is
+stopped (SIGTERM, then SIGKILL) however the demo ends.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -30,16 +23,12 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.bench import percentile
+from harness.process_node import NodeProcess, NodeStartError
 
 QUEUE = "demo"
 PRODUCER = "p1"
-LOG_TAIL_LINES = 40
 # Connection-level failures a real client raises; anything else is a bug of ours.
 CLIENT_ERRORS = (AMQPError, ChannelInvalidStateError, OSError, TimeoutError)
-
-
-class DemoError(Exception):
-    """The demo could not run; the message says what and, for the node, its log tail."""
 
 
 @dataclass(frozen=True)
@@ -49,112 +38,7 @@ class DemoOptions:
     prefetch: int = 50
     start_timeout: float = 30.0
     drain_timeout: float = 10.0  # longest wait for the next delivery once publishing ends
-    stop_timeout: float = 10.0  # SIGTERM grace before SIGKILL
     keep_data: bool = False
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on now (the node binds it a moment later)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as err:
-        return f"(no log: {err.strerror})"
-    return "\n".join(text.splitlines()[-lines:]) or "(log is empty)"
-
-
-class LocalNode:
-    """One `cluster.node` process on loopback, owned by this object."""
-
-    def __init__(self, name: str, data_dir: Path) -> None:
-        self.name = name
-        self.data_dir = data_dir
-        self.amqp_port = free_port()
-        self.mgmt_port = free_port()
-        self.log_path = data_dir / "node.log"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def amqp_url(self) -> str:
-        return f"amqp://guest:guest@127.0.0.1:{self.amqp_port}/"
-
-    @property
-    def command(self) -> list[str]:
-        return [
-            sys.executable, "-m", "cluster.node",
-            "--name", self.name,
-            "--amqp-port", str(self.amqp_port),
-            "--mgmt-port", str(self.mgmt_port),
-            "--data-dir", str(self.data_dir / "node"),
-            "--host", "127.0.0.1",
-        ]  # fmt: skip
-
-    def start(self) -> None:
-        with self.log_path.open("wb") as log:
-            # A session of its own: a Ctrl-C on the terminal reaches the demo, which
-            # then stops the node itself, in order.
-            self.process = subprocess.Popen(
-                self.command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    async def wait_ready(self, timeout: float) -> None:
-        """Poll with a real AMQP handshake until it succeeds, the node dies or time is up."""
-        # aiormq logs every refused probe as an error; refusals are expected here.
-        client_log = logging.getLogger("aiormq")
-        level = client_log.level
-        client_log.setLevel(logging.CRITICAL)
-        try:
-            await self._probe_until_ready(timeout)
-        finally:
-            client_log.setLevel(level)
-
-    async def _probe_until_ready(self, timeout: float) -> None:
-        assert self.process is not None
-        deadline = time.monotonic() + timeout
-        last_error = "no attempt"
-        while True:
-            code = self.process.poll()
-            if code is not None:
-                raise self._start_error(f"exited with code {code} during start-up")
-            try:
-                connection = await aio_pika.connect(self.amqp_url, timeout=2)
-            except CLIENT_ERRORS as err:
-                last_error = str(err) or type(err).__name__
-            else:
-                await connection.close()
-                return
-            if time.monotonic() >= deadline:
-                raise self._start_error(f"not ready within {timeout:g}s (last probe: {last_error})")
-            await asyncio.sleep(0.2)
-
-    def _start_error(self, what: str) -> DemoError:
-        return DemoError(
-            f"node {self.name} {what}; last lines of {self.log_path}:\n{log_tail(self.log_path)}"
-        )
-
-    def stop(self, timeout: float) -> int | None:
-        """SIGTERM, SIGKILL after `timeout`; returns the exit code (None if never started)."""
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                # The whole process group (the node's own session), while the node is
-                # not yet reaped and its pid cannot have been reused.
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-        return self.process.returncode
 
 
 @dataclass
@@ -299,22 +183,21 @@ def run(options: DemoOptions) -> int:
 def _run_node_and_workload(data_dir: Path, options: DemoOptions) -> int:
     console = Console()
     errors = Console(stderr=True, highlight=False)
-    node = LocalNode("demo", data_dir)
+    node = NodeProcess("demo", data_dir / "node")
     errors.print(f"starting node demo: amqp 127.0.0.1:{node.amqp_port}, data in {data_dir}")
     try:
-        node.start()
-        asyncio.run(node.wait_ready(options.start_timeout))
+        node.start(options.start_timeout)
         errors.print(f"node ready; publishing {options.messages} messages")
         result = asyncio.run(run_workload(node.amqp_url, options))
-    except DemoError as err:
+    except NodeStartError as err:
         errors.print(f"mirrorchaos demo: {err}", style="red", markup=False)
         return 1
     except CLIENT_ERRORS as err:
         errors.print(f"mirrorchaos demo: workload failed: {err!r}", style="red", markup=False)
-        errors.print(f"last lines of {node.log_path}:\n{log_tail(node.log_path)}", markup=False)
+        errors.print(f"last lines of {node.log_path}:\n{node.log_tail()}", markup=False)
         return 1
     finally:
-        errors.print(f"node demo stopped (exit code {node.stop(options.stop_timeout)})")
+        errors.print(f"node demo stopped (exit code {node.stop()})")
     console.print(summary_table(result))
     if result.ok:
         console.print("[green]OK[/green]: every confirmed message was delivered exactly once")

@@ -92,9 +92,11 @@ class NodeProcess:
     def start(self, timeout: float = 20.0) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
+            # A session of its own: a Ctrl-C on the terminal reaches only our process,
+            # which then stops the node in order.
             self.process = subprocess.Popen(
                 self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
             )
         self.wait_ready(timeout)
 
