@@ -1,0 +1,62 @@
+"""`mirrorchaos bench` and `mirrorchaos demo` against a real node process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pika
+import pika.exceptions
+import pytest
+
+from harness import cli
+from harness.process_node import NodeProcess
+
+
+def test_bench_measures_a_node_and_cleans_up(
+    node: NodeProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "bench.json"
+    code = cli.main([
+        "bench", "--amqp-url", node.amqp_url, "--amqp-url", node.amqp_url,
+        "--messages", "300", "--warmup", "50", "--repeat", "1", "--window", "32",
+        "--json-out", str(out),
+    ])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report == json.loads(out.read_text())
+    first, second = report["results"]
+    for result in (first, second):
+        assert result["server"]["product"] == "mirrorchaos"
+        figures = result["figures"]
+        assert all(value > 0 for value in figures.values())
+        for mode in ("persistent", "transient"):
+            assert figures[f"latency_p50_ms_{mode}"] <= figures[f"latency_p99_ms_{mode}"]
+    assert set(second["ratio_vs_first"]) == set(first["figures"])
+    connection = pika.BlockingConnection(pika.URLParameters(node.amqp_url))
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
+        connection.channel().queue_declare("mirrorchaos-bench", passive=True)
+    assert closed.value.reply_code == 404
+    connection.close()
+
+
+def test_bench_names_the_url_when_login_is_refused(
+    node: NodeProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = node.amqp_url.replace("guest:guest", "guest:wrong-secret")
+    assert cli.main(["bench", "--amqp-url", url, "--messages", "10", "--repeat", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "403" in err and "ACCESS_REFUSED" in err and "***" in err
+    assert "wrong-secret" not in err
+
+
+def test_demo_runs_a_node_and_every_message_arrives_once() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "demo", "--messages", "500"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "OK" in done.stdout
+    assert "500" in done.stdout
