@@ -177,7 +177,8 @@ class Node:
         self.flush()
         if self._commit is not None:
             await asyncio.gather(self._commit, return_exceptions=True)
-        await asyncio.to_thread(store.commit)
+        with contextlib.suppress(OSError):  # a failed store was already reported
+            await asyncio.to_thread(store.commit)
         for transport in list(self.transports.values()):
             transport.close()
         self.transports.clear()
@@ -228,8 +229,11 @@ class Node:
                 try:
                     lsn = await asyncio.to_thread(store.commit)
                 except OSError as error:
+                    # The store refuses everything after a failed commit: nack what
+                    # waits, then stop the app so no client is promised durability.
                     broker.on_store_failure(error)
                     self.flush()
+                    asyncio.get_running_loop().create_task(self.stop_app())
                     break
                 if self.broker is broker:
                     broker.on_durable(lsn)
