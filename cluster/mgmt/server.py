@@ -91,6 +91,7 @@ def _written(created: bool) -> web.Response:
 def _done() -> web.Response:
     return web.Response(status=204)
 
+
 # -- request bodies ---------------------------------------------------------------------
 
 _KINDS: dict[type, str] = {
@@ -100,12 +101,12 @@ _REQUIRED: Any = object()
 
 
 async def _body(request: web.Request) -> dict[str, Any]:
-    text = await request.text()
-    if not text.strip():
+    raw = await request.read()
+    if not raw.strip():
         return {}
     try:
-        body = json.loads(text)
-    except json.JSONDecodeError as error:
+        body = json.loads(raw)
+    except ValueError as error:  # JSONDecodeError, or bytes that are no Unicode text
         raise bad_request(f"body is not valid JSON: {error}") from error
     if not isinstance(body, dict):
         raise bad_request("body must be a JSON object")
