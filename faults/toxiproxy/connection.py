@@ -4,6 +4,7 @@ for each direction between them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import struct
@@ -129,7 +130,8 @@ class Connection:
         for endpoint in (self.client, self._server):
             if endpoint.transport is not None and not endpoint.lost:
                 sock = endpoint.transport.get_extra_info("socket")
-                if sock is not None:
+                # A socket the peer is tearing down may refuse; it is going anyway.
+                with contextlib.suppress(OSError):
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
 
     def close_transport(self, transport: asyncio.Transport) -> None:

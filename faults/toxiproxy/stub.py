@@ -50,6 +50,7 @@ class Stub:
         self.output = outlet
         self.state = state
         self.closed = False
+        self.stopped = False  # the link is gone; nothing will run here again
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -87,5 +88,6 @@ class Stub:
         return not self.closed
 
     def stop(self) -> None:
+        self.stopped = True
         if self._task is not None:
             self._task.cancel()

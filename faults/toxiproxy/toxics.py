@@ -168,8 +168,11 @@ class ResetPeer(ToxicAttributes):
         try:
             await asyncio.shield(wait)
         except asyncio.CancelledError:
+            if stub.stopped:
+                wait.cancel()
+                raise
             # Once triggered the reset is committed: an interrupt waits for it, as in
-            # toxiproxy; only a second cancellation (the link going away) ends the wait.
+            # toxiproxy.
             await wait
         stub.host.reset_peer()
         stub.close()

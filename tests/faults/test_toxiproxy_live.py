@@ -8,6 +8,7 @@ import contextlib
 import random
 import time
 
+import pytest
 from toxiproxy_support import Api, EchoServer, PeerServer, connect, read_exactly
 
 from faults.toxiproxy import ToxiproxyServer
@@ -176,4 +177,20 @@ async def test_client_half_close_ends_the_whole_connection(api: Api, peer: PeerS
     assert server.task is not None
     await asyncio.wait_for(server.task, 5)  # the server saw end-of-stream
     assert await asyncio.wait_for(reader.read(), 5) == b""
+    writer.close()
+
+
+async def test_a_triggered_reset_peer_still_fires_when_removed(api: Api, echo: EchoServer) -> None:
+    # Toxiproxy's reset cannot be interrupted once data has triggered it: removing the
+    # toxic waits for the reset, and the connection is reset all the same.
+    proxy = await api.proxy("p", echo.address)
+    await api.toxic("p", type="reset_peer", attributes={"timeout": 500})
+    reader, writer = await connect(proxy["listen"])
+    writer.write(b"x")
+    await asyncio.sleep(0.1)
+    start = time.perf_counter()
+    assert await api.call("DELETE", "/proxies/p/toxics/reset_peer_downstream") == (204, None)
+    assert 0.3 <= time.perf_counter() - start < 1.5
+    with pytest.raises(ConnectionResetError):
+        await asyncio.wait_for(reader.read(), 5)
     writer.close()
