@@ -115,6 +115,8 @@ class Node:
         self._server: asyncio.Server | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._commit: asyncio.Task[None] | None = None
+        # stop_app and start_app run one at a time, whoever asks (API, store failure).
+        self._app_lock = asyncio.Lock()
         self.management: object | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -131,22 +133,29 @@ class Node:
                          mgmt_port=self.settings.mgmt_port)
 
     async def start_app(self) -> None:
-        if self.broker is not None:
-            return
+        async with self._app_lock:
+            if self.broker is None:
+                await self._start_app()
+
+    async def _start_app(self) -> None:
         store = MessageStore(self.settings.data_dir / "messages")
-        recovery = store.recover()
-        for tail in recovery.truncated:
-            self.events.emit("store_tail_truncated", file=str(tail.file), offset=tail.offset,
-                             bytes_cut=tail.bytes_cut)
-        broker = Broker(self.config.broker, log=store, events=self.events,
-                        save_definitions=self.definitions.save)
-        self._apply_definitions(broker)
-        restored = broker.restore_messages(recovery.queues)
+        try:
+            recovery = store.recover()
+            for tail in recovery.truncated:
+                self.events.emit("store_tail_truncated", file=str(tail.file),
+                                 offset=tail.offset, bytes_cut=tail.bytes_cut)
+            broker = Broker(self.config.broker, log=store, events=self.events,
+                            save_definitions=self.definitions.save)
+            self._apply_definitions(broker)
+            restored = broker.restore_messages(recovery.queues)
+            self._server = await asyncio.get_running_loop().create_server(
+                lambda: AMQPProtocol(self), self.settings.host, self.settings.amqp_port,
+                reuse_address=True,
+            )
+        except BaseException:
+            store.close()  # releases the store's lock so a later start_app can retry
+            raise
         self.store, self.broker = store, broker
-        self._server = await asyncio.get_running_loop().create_server(
-            lambda: AMQPProtocol(self), self.settings.host, self.settings.amqp_port,
-            reuse_address=True,
-        )
         self._ticker = asyncio.create_task(self._tick_forever())
         self.events.emit("app_started", recovered_messages=restored)
         self.flush()
@@ -167,6 +176,10 @@ class Node:
         broker.definitions_changed()
 
     async def stop_app(self) -> None:
+        async with self._app_lock:
+            await self._stop_app()
+
+    async def _stop_app(self) -> None:
         broker, store = self.broker, self.store
         if broker is None or store is None:
             return

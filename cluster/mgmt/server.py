@@ -3,7 +3,6 @@ for the API it serves)."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import json
@@ -169,8 +168,6 @@ class ManagementApi:
     def __init__(self, node: Node) -> None:
         self.node = node
         self.started = time.monotonic()
-        # App actions run one at a time: a start_app sent during a stop_app waits for it.
-        self._app_action = asyncio.Lock()
 
     @property
     def node_name(self) -> str:
@@ -354,8 +351,7 @@ class ManagementApi:
         step = steps.get(action)
         if step is None:
             raise bad_request(f"action must be one of {', '.join(steps)}, got {action!r}")
-        async with self._app_action:
-            await step()
+        await step()
         return _done()
 
     # -- queues, exchanges, bindings -----------------------------------------------------
