@@ -7,9 +7,9 @@ import pytest
 import pytest_asyncio
 import toxiproxy
 from toxiproxy.api import APIConsumer
-from toxiproxy_support import Api, EchoServer, PeerServer, ServerThread
 
 from faults.toxiproxy import ToxiproxyServer
+from tests.faults.toxiproxy_support import Api, EchoServer, PeerServer, ServerThread
 
 SEED = 20240611
 

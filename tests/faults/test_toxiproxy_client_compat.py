@@ -8,9 +8,9 @@ import socket
 import pytest
 import toxiproxy
 from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists
-from toxiproxy_support import ServerThread, split_listen
 
 from faults.toxiproxy import VERSION
+from tests.faults.toxiproxy_support import ServerThread, split_listen
 
 
 def free_port() -> int:

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import aiohttp
-from toxiproxy_support import Api, EchoServer, connect, read_exactly
 
 from faults.toxiproxy import ToxiproxyServer, rng
 from faults.toxiproxy.toxics import Latency, Slicer
+from tests.faults.toxiproxy_support import Api, EchoServer, connect, read_exactly
 
 REPO = Path(__file__).resolve().parents[2]
 

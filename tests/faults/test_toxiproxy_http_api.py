@@ -7,9 +7,9 @@ import socket
 
 import aiohttp
 import pytest
-from toxiproxy_support import Api, EchoServer, connect, read_exactly, split_listen
 
 from faults.toxiproxy import VERSION, ToxiproxyServer
+from tests.faults.toxiproxy_support import Api, EchoServer, connect, read_exactly, split_listen
 
 
 def err(message: str, status: int) -> dict[str, object]:

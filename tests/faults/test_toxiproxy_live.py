@@ -7,11 +7,12 @@ import asyncio
 import contextlib
 import random
 import time
+from typing import Any
 
 import pytest
-from toxiproxy_support import Api, EchoServer, PeerServer, connect, read_exactly
 
 from faults.toxiproxy import ToxiproxyServer
+from tests.faults.toxiproxy_support import Api, EchoServer, PeerServer, connect, read_exactly
 
 
 async def round_trip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> float:
@@ -73,7 +74,7 @@ async def test_rechaining_under_traffic_keeps_every_byte_in_order(
             await asyncio.sleep(0.002)
 
     async def churn() -> None:
-        toxics = [
+        toxics: list[dict[str, Any]] = [
             {"type": "latency", "attributes": {"latency": 5, "jitter": 5}},
             {"type": "slicer", "attributes": {"average_size": 2048, "delay": 10}},
             {"type": "bandwidth", "attributes": {"rate": 100_000}},

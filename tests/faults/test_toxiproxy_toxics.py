@@ -7,9 +7,9 @@ import asyncio
 import time
 
 import pytest
-from toxiproxy_support import Api, EchoServer, PeerServer, connect, read_exactly
 
 from faults.toxiproxy import ToxiproxyServer
+from tests.faults.toxiproxy_support import Api, EchoServer, PeerServer, connect, read_exactly
 
 
 async def round_trip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> float:
@@ -165,7 +165,7 @@ async def test_slicer_splits_writes(api: Api, peer: PeerServer) -> None:
     server = await peer.next_connection()
     payload = bytes(range(250)) * 4
     server.writer.write(payload)
-    reads = []
+    reads: list[bytes] = []
     while sum(map(len, reads)) < len(payload):
         reads.append(await asyncio.wait_for(reader.read(65536), 5))
     assert b"".join(reads) == payload
