@@ -125,6 +125,7 @@ async def test_disable_drops_connections_and_enable_listens_again(
     assert status == 200 and body["enabled"] is False
     with contextlib.suppress(ConnectionResetError):  # either way the connection is gone
         assert await asyncio.wait_for(reader.read(), 5) == b""
+    writer.close()
     for _ in range(50):
         if server.proxies.get("p").connection_count == 0:
             break

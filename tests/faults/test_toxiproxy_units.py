@@ -6,7 +6,7 @@ import itertools
 import random
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from faults.toxiproxy.address import AddressError, resolve_tcp_addr, split_host_port
@@ -15,6 +15,8 @@ from faults.toxiproxy.toxics import Latency, Slicer, decode_attributes
 from faults.toxiproxy.wire import decode_body
 
 
+# Properties, not timings: a loaded machine must not fail them on Hypothesis's deadline.
+@settings(deadline=None)
 @given(
     size=st.integers(min_value=1, max_value=20_000),
     average=st.integers(min_value=-5, max_value=3000),
@@ -30,6 +32,7 @@ def test_slicer_pieces_tile_the_chunk(size: int, average: int, variation: int, s
     assert all(a[1] == b[0] for a, b in itertools.pairwise(pieces))
 
 
+@settings(deadline=None)
 @given(
     size=st.integers(min_value=1, max_value=20_000), seed=st.integers(min_value=0, max_value=2**32)
 )

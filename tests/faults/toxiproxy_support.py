@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, TypeVar
@@ -37,6 +37,7 @@ class EchoServer:
 
     def __init__(self) -> None:
         self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> EchoServer:
         self._server = await asyncio.start_server(self._echo, "127.0.0.1", 0)
@@ -48,8 +49,8 @@ class EchoServer:
         host, port = self._server.sockets[0].getsockname()[:2]
         return f"{host}:{port}"
 
-    @staticmethod
-    async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _echo(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
         try:
             while data := await reader.read(65536):
                 writer.write(data)
@@ -60,8 +61,17 @@ class EchoServer:
             writer.close()
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        await _close_all(self._server, self._writers)
+
+
+async def _close_all(
+    server: asyncio.Server | None, writers: Iterable[asyncio.StreamWriter]
+) -> None:
+    if server is not None:
+        server.close()
+    for writer in writers:
+        writer.close()
+    await asyncio.sleep(0)  # let the transports finish closing
 
 
 @dataclass
@@ -87,6 +97,7 @@ class PeerServer:
 
     def __init__(self) -> None:
         self._server: asyncio.Server | None = None
+        self._peers: list[PeerConnection] = []
         self.accepted: asyncio.Queue[PeerConnection] = asyncio.Queue()
 
     async def start(self) -> PeerServer:
@@ -102,6 +113,7 @@ class PeerServer:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = PeerConnection(reader, writer)
         peer.task = asyncio.current_task()
+        self._peers.append(peer)
         self.accepted.put_nowait(peer)
         await peer._record()
 
@@ -109,8 +121,7 @@ class PeerServer:
         return await asyncio.wait_for(self.accepted.get(), timeout)
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        await _close_all(self._server, (peer.writer for peer in self._peers))
 
 
 class Api:
