@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+from faults.toxiproxy import serve as serve_toxiproxy
 from harness import bench, demo
 
 Handler = Callable[[argparse.Namespace], int]
@@ -201,6 +202,29 @@ def _run_demo(args: argparse.Namespace) -> int:
     return demo.run(options)
 
 
+def _add_toxiproxy(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "toxiproxy",
+        help="the project's toxiproxy-compatible server",
+        description="Run the toxiproxy HTTP API v2 and its proxies; every random choice "
+        "(jitter, toxicity) comes from --seed so a run replays.",
+    )
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    serve = actions.add_parser("serve", help="serve the API until SIGINT or SIGTERM")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address of the API (default %(default)s; 0.0.0.0 in a container)")
+    serve.add_argument("--port", type=_non_negative_int, default=8474,
+                       help="port of the API (default %(default)s)")
+    serve.add_argument("--seed", type=_int, default=None,
+                       help="root seed of every random stream (default: drawn and printed)")
+    serve.set_defaults(handler=_run_toxiproxy)
+
+
+def _run_toxiproxy(args: argparse.Namespace) -> int:
+    serve_toxiproxy(args.host, args.port, args.seed)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mirrorchaos",
@@ -209,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_bench(sub)
     _add_demo(sub)
+    _add_toxiproxy(sub)
     return parser
 
 

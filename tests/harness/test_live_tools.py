@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pika
@@ -12,7 +14,7 @@ import pika.exceptions
 import pytest
 
 from harness import cli
-from harness.process_node import NodeProcess
+from harness.process_node import NodeProcess, free_port
 
 
 def test_bench_measures_a_node_and_cleans_up(
@@ -60,3 +62,22 @@ def test_demo_runs_a_node_and_every_message_arrives_once() -> None:
     assert done.returncode == 0, done.stderr
     assert "OK" in done.stdout
     assert "500" in done.stdout
+
+
+def test_toxiproxy_serve_command_answers_the_api_and_stops_on_sigterm() -> None:
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "toxiproxy", "serve", "--port", str(port),
+         "--seed", "7"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        assert server.stdout is not None
+        banner = server.stdout.readline()
+        assert f":{port}" in banner and "seed=7" in banner
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/version", timeout=5) as reply:
+            assert reply.status == 200
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=10) == 0
+    finally:
+        server.kill()
