@@ -80,16 +80,12 @@ class VirtualHost:
     ) -> Exchange:
         if passive:
             return self.exchange(name)
-        if name.startswith("amq.") or name == "":
-            raise ChannelError(
-                ACCESS_REFUSED,
-                f"exchange name '{name}' contains reserved prefix 'amq.*'"
-                if name else "operation not permitted on the default exchange",
-            )
+        if name == "":
+            raise ChannelError(ACCESS_REFUSED, "operation not permitted on the default exchange")
         if type_ not in EXCHANGE_TYPES:
             raise ConnectionError_(COMMAND_INVALID, f"unknown exchange type '{type_}'")
         existing = self.exchanges.get(name)
-        if existing is not None:
+        if existing is not None:  # amq.* ones too: RabbitMQ allows an equivalent redeclare
             self._check_equivalent("exchange", name, [
                 ("type", type_, existing.type),
                 ("durable", _flag(durable), _flag(existing.durable)),
@@ -97,6 +93,10 @@ class VirtualHost:
                 ("internal", _flag(internal), _flag(existing.internal)),
             ])
             return existing
+        if name.startswith("amq."):
+            raise ChannelError(
+                ACCESS_REFUSED, f"exchange name '{name}' contains reserved prefix 'amq.*'"
+            )
         exchange = Exchange(name, type_, durable, auto_delete, internal, dict(arguments))
         self.exchanges[name] = exchange
         return exchange
