@@ -126,8 +126,15 @@ class VirtualHost:
             self.check_exclusive(queue, connection_id)
         return queue
 
-    def check_exclusive(self, queue: Queue, connection_id: int) -> None:
-        if queue.exclusive_owner is not None and queue.exclusive_owner != connection_id:
+    def check_exclusive(
+        self, queue: Queue, connection_id: int, exclusive: bool | None = None
+    ) -> None:
+        """Another connection's exclusive queue is locked. A redeclaration passes
+        ``exclusive``: declaring with the other exclusivity is locked too (RabbitMQ's
+        strict check)."""
+        owner = queue.exclusive_owner
+        mismatch = exclusive is not None and exclusive != (owner is not None)
+        if mismatch or (owner is not None and owner != connection_id):
             raise ChannelError(
                 RESOURCE_LOCKED,
                 "cannot obtain exclusive access to locked "
@@ -157,10 +164,9 @@ class VirtualHost:
             )
         existing = self.queues.get(name)
         if existing is not None:
-            self.check_exclusive(existing, connection_id)
+            self.check_exclusive(existing, connection_id, exclusive)
             self._check_equivalent("queue", name, [
                 ("durable", _flag(durable), _flag(existing.durable)),
-                ("exclusive", _flag(exclusive), _flag(existing.exclusive_owner is not None)),
                 ("auto_delete", _flag(auto_delete), _flag(existing.auto_delete)),
                 *((key, arguments.get(key), existing.arguments.get(key))
                   for key in sorted(set(arguments) | set(existing.arguments))),
