@@ -21,6 +21,17 @@ from cluster.amqp.errors import (
 from cluster.core.exchange import EXCHANGE_TYPES, Exchange
 from cluster.core.queue import MessageLog, Queue
 
+# The queue arguments RabbitMQ compares when a queue is redeclared; any other argument
+# is accepted and ignored (RabbitMQ's declare_args).
+EQUIVALENCE_ARGUMENTS = frozenset({
+    "x-expires", "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key",
+    "x-max-length", "x-max-length-bytes", "x-max-in-memory-length", "x-max-in-memory-bytes",
+    "x-max-priority", "x-overflow", "x-queue-mode", "x-queue-master-locator",
+    "x-single-active-consumer", "x-queue-type", "x-quorum-initial-group-size",
+    "x-delivery-limit", "x-max-age", "x-stream-max-segment-size-bytes",
+    "x-initial-cluster-size", "x-queue-leader-locator",
+})
+
 PREDECLARED = {
     "": "direct",
     "amq.direct": "direct",
@@ -169,7 +180,8 @@ class VirtualHost:
                 ("durable", _flag(durable), _flag(existing.durable)),
                 ("auto_delete", _flag(auto_delete), _flag(existing.auto_delete)),
                 *((key, arguments.get(key), existing.arguments.get(key))
-                  for key in sorted(set(arguments) | set(existing.arguments))),
+                  for key in sorted((set(arguments) | set(existing.arguments))
+                                    & EQUIVALENCE_ARGUMENTS)),
             ])
             return existing
         return self.add_queue(
