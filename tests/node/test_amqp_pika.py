@@ -273,6 +273,15 @@ def test_auto_delete_queue_without_consumers_stays(node: NodeProcess) -> None:
         assert queue_count(channel, "ad") == 1
 
 
+def test_unknown_queue_arguments_are_accepted_and_ignored(node: NodeProcess) -> None:
+    with pika_channel(node) as channel:
+        channel.queue_declare("q", arguments={"x-custom": 1, "x-max-length": 5})
+        channel.queue_declare("q", arguments={"x-custom": 2, "x-max-length": 5})
+        channel.queue_declare("q", arguments={"x-max-length": 5, "x-other": "y"})
+        with channel_error(406):
+            channel.queue_declare("q", arguments={"x-custom": 1})  # x-max-length is known
+
+
 def test_server_named_queues(node: NodeProcess) -> None:
     with pika_channel(node) as channel:
         names = [channel.queue_declare("", exclusive=True).method.queue for _ in range(3)]
@@ -317,8 +326,10 @@ def test_direct_fanout_and_topic_routing_with_unbind(node: NodeProcess) -> None:
 def test_predeclared_exchanges_route(node: NodeProcess) -> None:
     with pika_channel(node) as channel:
         channel.queue_declare("q")
-        for name in ("amq.direct", "amq.fanout", "amq.topic"):
+        for name, kind in (("amq.direct", "direct"), ("amq.fanout", "fanout"),
+                           ("amq.topic", "topic")):
             channel.exchange_declare(name, passive=True)
+            channel.exchange_declare(name, kind, durable=True)  # an equivalent redeclare
         channel.queue_bind("q", "amq.direct", "k")
         channel.queue_bind("q", "amq.fanout")
         channel.queue_bind("q", "amq.topic", "k.#")

@@ -100,6 +100,21 @@ def test_resource_locked(node: NodeProcess, operation: Operation) -> None:
     owner.close()
 
 
+def _redeclare_own_exclusive_as_shared(channel: BlockingChannel) -> None:
+    channel.queue_declare("mine", exclusive=True)
+    channel.queue_declare("mine")
+
+
+@pytest.mark.parametrize("operation", [
+    lambda ch: ch.queue_declare("q", exclusive=True),
+    _redeclare_own_exclusive_as_shared,
+], ids=["shared-as-exclusive", "exclusive-as-shared"])
+def test_redeclare_with_other_exclusivity_is_resource_locked(
+    node: NodeProcess, operation: Operation,
+) -> None:
+    _fails_on_channel(node, 405, operation)
+
+
 # -- 406 PRECONDITION_FAILED ------------------------------------------------------------
 
 @pytest.mark.parametrize("operation", [
@@ -108,8 +123,10 @@ def test_resource_locked(node: NodeProcess, operation: Operation) -> None:
     lambda ch: ch.queue_declare("q", arguments={"x-max-length": 5}),
     lambda ch: ch.exchange_declare("x", "fanout"),
     lambda ch: ch.exchange_declare("x", "direct", durable=True),
+    lambda ch: ch.exchange_declare("amq.direct", "direct", durable=False),
+    lambda ch: ch.exchange_declare("amq.topic", "direct", durable=True),
 ], ids=["queue-durable", "queue-auto-delete", "queue-arguments", "exchange-type",
-        "exchange-durable"])
+        "exchange-durable", "amq-direct-durable", "amq-topic-type"])
 def test_inequivalent_redeclare(node: NodeProcess, operation: Operation) -> None:
     _fails_on_channel(node, 406, operation)
 
@@ -199,14 +216,14 @@ def _consume_on_exclusively_used_queue(channel: BlockingChannel) -> None:
 
 @pytest.mark.parametrize("operation", [
     lambda ch: ch.exchange_declare("amq.custom", "direct"),
-    lambda ch: ch.exchange_declare("amq.direct", "direct"),
+    lambda ch: ch.exchange_declare("amq.custom", "direct", durable=True),
     lambda ch: ch.queue_declare("amq.custom"),
     lambda ch: ch.exchange_delete("amq.fanout"),
     lambda ch: ch.queue_bind("q", "", "q"),
     lambda ch: ch.queue_unbind("q", "", "q"),
     _exclusive_consume_on_used_queue,
     _consume_on_exclusively_used_queue,
-], ids=["declare-amq-exchange", "redeclare-amq-direct", "declare-amq-queue",
+], ids=["declare-amq-exchange", "declare-amq-exchange-durable", "declare-amq-queue",
         "delete-amq-exchange", "bind-default-exchange", "unbind-default-exchange",
         "exclusive-consume-conflict", "consume-exclusive-conflict"])
 def test_access_refused(node: NodeProcess, operation: Operation) -> None:
