@@ -16,6 +16,7 @@ import logging
 import signal
 import socket
 import sys
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,9 @@ from cluster.core.broker import Broker
 from cluster.core.users import Permission
 from cluster.definitions import DefinitionsError, DefinitionsFile
 from cluster.events import EventLog
+from cluster.peer.codec import Envelope
+from cluster.peer.detector import Event, PeerDown, PeerUp
+from cluster.peer.links import ClusterSettings, PeerNetwork
 from cluster.store import MessageStore
 
 log = logging.getLogger("mirrorchaos.node")
@@ -41,6 +45,7 @@ class NodeSettings:
     mgmt_port: int | None = None
     host: str = "0.0.0.0"
     config_path: Path | None = None
+    cluster: ClusterSettings | None = None
 
 
 class AMQPProtocol(asyncio.Protocol):
@@ -118,11 +123,19 @@ class Node:
         # stop_app and start_app run one at a time, whoever asks (API, store failure).
         self._app_lock = asyncio.Lock()
         self.management: object | None = None
+        # A new incarnation per app start tells peers we restarted (not partitioned).
+        self.incarnation = ""
+        self.peers: PeerNetwork | None = None
+        if settings.cluster is not None:
+            self.peers = PeerNetwork(settings.name, settings.cluster, self._peer_status,
+                                     self._peer_event, self._peer_message)
 
     # -- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
         await self.start_app()
+        if self.peers is not None:
+            await self.peers.start()
         if self.settings.mgmt_port is not None:
             from cluster.mgmt import start_management
 
@@ -156,8 +169,10 @@ class Node:
             store.close()  # releases the store's lock so a later start_app can retry
             raise
         self.store, self.broker = store, broker
+        self.incarnation = uuid.uuid4().hex[:12]
         self._ticker = asyncio.create_task(self._tick_forever())
-        self.events.emit("app_started", recovered_messages=restored)
+        self.events.emit("app_started", recovered_messages=restored,
+                         incarnation=self.incarnation)
         self.flush()
 
     def _apply_definitions(self, broker: Broker) -> None:
@@ -201,10 +216,30 @@ class Node:
 
     async def stop(self) -> None:
         await self.stop_app()
+        if self.peers is not None:
+            await self.peers.stop()
         if self.management is not None:
             await self.management.cleanup()  # type: ignore[attr-defined]
         self.events.emit("node_stopped")
         self.events.close()
+
+    # -- peers --------------------------------------------------------------------------
+
+    def _peer_status(self) -> tuple[str, bool]:
+        return self.incarnation, self.broker is not None
+
+    def _peer_event(self, event: Event) -> None:
+        if isinstance(event, PeerUp):
+            self.events.emit("peer_up", peer=event.peer, incarnation=event.incarnation,
+                             restarted=event.restarted)
+            if event.partition:
+                self.events.emit("partition_detected", peer=event.peer)
+        elif isinstance(event, PeerDown):
+            self.events.emit("peer_down", peer=event.peer, reason=event.reason)
+
+    def _peer_message(self, peer: str, envelope: Envelope) -> None:
+        # Peers of this version send only hello and heartbeats, which the links handle.
+        log.warning("ignoring %r message from %s", envelope.type, peer)
 
     # -- the shell's duties -------------------------------------------------------------
 
@@ -284,9 +319,35 @@ def parse_args(argv: list[str] | None = None) -> NodeSettings:
     parser.add_argument("--data-dir", type=Path, required=True)
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on")
     parser.add_argument("--config", type=Path, default=None, help="TOML config file")
+    parser.add_argument("--cluster-name", default="mirrorchaos",
+                        help="peers must name the same cluster (default %(default)s)")
+    parser.add_argument("--cluster-port", type=int, default=None,
+                        help="port for links from peers (needed with --peer)")
+    parser.add_argument("--peer", action="append", default=[], metavar="NAME=HOST:PORT",
+                        help="a peer node and the address this node dials to reach it "
+                             "(repeatable; may be a proxy for this directed link)")
+    parser.add_argument("--tick", type=float, default=1.0,
+                        help="seconds between heartbeats to peers (default %(default)s)")
+    parser.add_argument("--tick-count", type=int, default=4,
+                        help="missed ticks before a peer counts as down (default %(default)s)")
     args = parser.parse_args(argv)
+    cluster = None
+    if args.peer:
+        if args.cluster_port is None:
+            parser.error("--peer needs --cluster-port")
+        peers = dict(_peer_address(parser, text) for text in args.peer)
+        cluster = ClusterSettings(args.cluster_name, args.host, args.cluster_port, peers,
+                                  args.tick, args.tick_count)
     return NodeSettings(args.name, args.data_dir, args.amqp_port, args.mgmt_port, args.host,
-                        args.config)
+                        args.config, cluster)
+
+
+def _peer_address(parser: argparse.ArgumentParser, text: str) -> tuple[str, tuple[str, int]]:
+    name, _, address = text.partition("=")
+    host, _, port = address.rpartition(":")
+    if not name or not host or not port.isdigit():
+        parser.error(f"--peer {text!r}: expected NAME=HOST:PORT")
+    return name, (host, int(port))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -63,6 +63,10 @@ class NodeProcess:
     mgmt_port: int | None = field(default_factory=free_port)
     host: str = "127.0.0.1"
     config_path: Path | None = None
+    # Cluster links: our listening port, and per peer the address we dial to reach it.
+    cluster_port: int | None = None
+    peers: dict[str, str] = field(default_factory=dict)
+    tick: float = 1.0
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -87,6 +91,10 @@ class NodeProcess:
             command += ["--mgmt-port", str(self.mgmt_port)]
         if self.config_path is not None:
             command += ["--config", str(self.config_path)]
+        if self.peers:
+            command += ["--cluster-port", str(self.cluster_port), "--tick", str(self.tick)]
+            command += [arg for name, address in sorted(self.peers.items())
+                        for arg in ("--peer", f"{name}={address}")]
         return command
 
     def start(self, timeout: float = 20.0) -> None:

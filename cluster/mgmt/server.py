@@ -297,6 +297,7 @@ class ManagementApi:
 
     def _node_json(self) -> dict[str, Any]:
         broker = self.node.broker
+        peers = self.node.peers
         return {
             "name": self.node_name,
             "type": "disc",
@@ -306,9 +307,17 @@ class ManagementApi:
             "mem_used": broker.message_bytes() if broker is not None else 0,
             "mem_limit": self.node.config.broker.memory_high_watermark,
             "mem_alarm": broker.alarm if broker is not None else False,
-            # Partitions are between cluster members; a lone node has none.
-            "partitions": [],
+            "partitions": sorted(peers.detector.partitions) if peers is not None else [],
         }
+
+    def _peer_json(self, peer: str) -> dict[str, Any]:
+        """What this node knows of a peer: whether its broker app runs, as far as the
+        links to it tell."""
+        peers = self.node.peers
+        assert peers is not None
+        state = peers.detector.peers[peer]
+        return {"name": peer, "type": "disc", "running": state.up and state.app_running,
+                "partitions": []}
 
     async def overview(self, request: web.Request) -> web.Response:
         broker = self.node.broker
@@ -336,7 +345,9 @@ class ManagementApi:
         return _json(shape)
 
     async def list_nodes(self, request: web.Request) -> web.Response:
-        return _json([self._node_json()])
+        peers = self.node.peers
+        others = sorted(peers.settings.peers) if peers is not None else []
+        return _json([self._node_json(), *(self._peer_json(peer) for peer in others)])
 
     async def get_node(self, request: web.Request) -> web.Response:
         self._this_node(request)

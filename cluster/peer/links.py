@@ -1,0 +1,230 @@
+"""The asyncio shell of node-to-node links.
+
+Outbound: one connection per peer, to the address configured for that peer; it says
+hello (cluster, node, incarnation, app state), then sends a heartbeat every tick and
+whatever the node sends. Inbound: a listener that accepts peers' outbound links, checks
+their hello and feeds what they send to the failure detector and the node. A link
+whose peer stops talking, or whose send buffer stops draining, is dropped and redialled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cluster.peer.codec import CodecError, Envelope, FrameBuffer, encode
+from cluster.peer.detector import Event, FailureDetector, PeerDown
+
+log = logging.getLogger("mirrorchaos.peer")
+
+# A link whose unsent bytes exceed this is treated as dead: the peer cannot keep up.
+MAX_BUFFERED = 64 * 1024 * 1024
+
+
+@dataclass
+class ClusterSettings:
+    name: str
+    listen_host: str
+    listen_port: int
+    peers: dict[str, tuple[str, int]] = field(default_factory=dict)
+    tick: float = 1.0
+    count: int = 4
+
+
+class _Inbound(asyncio.Protocol):
+    def __init__(self, network: PeerNetwork) -> None:
+        self.network = network
+        self.frames = FrameBuffer()
+        self.peer: str | None = None
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            envelopes = self.frames.feed(data)
+        except CodecError as error:
+            log.warning("closing link from %s: %s", self.peer or "unknown peer", error)
+            self.close()
+            return
+        for envelope in envelopes:
+            if self.peer is None:
+                self.peer = self.network.accept_hello(self, envelope)
+                if self.peer is None:
+                    self.close()
+                    return
+            else:
+                self.network.received(self.peer, envelope)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.peer is not None:
+            self.network.inbound_lost(self.peer, self)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class _Outbound(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.closed = asyncio.get_running_loop().create_future()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        return  # peers never answer on our outbound link
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+class PeerNetwork:
+    def __init__(
+        self,
+        me: str,
+        settings: ClusterSettings,
+        status: Callable[[], tuple[str, bool]],
+        on_event: Callable[[Event], None],
+        on_message: Callable[[str, Envelope], None],
+    ) -> None:
+        self.me = me
+        self.settings = settings
+        self._status = status
+        self._on_event = on_event
+        self._on_message = on_message
+        self.detector = FailureDetector(list(settings.peers), settings.tick, settings.count)
+        self._inbound: dict[str, _Inbound] = {}
+        self._outbound: dict[str, asyncio.Transport] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _Inbound(self), self.settings.listen_host, self.settings.listen_port,
+            reuse_address=True,
+        )
+        self._tasks = [loop.create_task(self._dial(peer)) for peer in self.settings.peers]
+        self._tasks.append(loop.create_task(self._watch()))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._server is not None:
+            self._server.close()
+        for inbound in list(self._inbound.values()):
+            inbound.close()
+
+    def send(self, peer: str, envelope: Envelope) -> bool:
+        """Queue an envelope on the link to ``peer``; False when there is no link."""
+        transport = self._outbound.get(peer)
+        if transport is None or transport.is_closing():
+            return False
+        transport.write(encode(envelope))
+        if transport.get_write_buffer_size() > MAX_BUFFERED:
+            transport.abort()
+            return False
+        return True
+
+    def _hello(self) -> Envelope:
+        incarnation, running = self._status()
+        return Envelope("hello", {"cluster": self.settings.name, "node": self.me,
+                                  "incarnation": incarnation, "app": running})
+
+    # -- inbound ------------------------------------------------------------------------
+
+    def accept_hello(self, inbound: _Inbound, envelope: Envelope) -> str | None:
+        fields = envelope.fields
+        peer = fields.get("node")
+        if envelope.type != "hello" or fields.get("cluster") != self.settings.name:
+            log.warning("refusing a link: expected hello for cluster %r, got %s %r",
+                        self.settings.name, envelope.type, fields)
+            return None
+        if peer not in self.detector.peers:
+            log.warning("refusing a link from %r: not a configured peer", peer)
+            return None
+        assert isinstance(peer, str)
+        previous = self._inbound.get(peer)
+        self._inbound[peer] = inbound
+        if previous is not None:
+            previous.peer = None  # replaced: its closing must not mark the peer down
+            previous.close()
+        self._emit(self.detector.hello(peer, str(fields.get("incarnation")),
+                                       bool(fields.get("app")), self._now()))
+        return peer
+
+    def received(self, peer: str, envelope: Envelope) -> None:
+        if envelope.type in ("hb", "hello"):
+            self._emit(self.detector.heard(peer, str(envelope.fields.get("incarnation")),
+                                           bool(envelope.fields.get("app")), self._now()))
+            return
+        state = self.detector.peers[peer]
+        state.last_heard = self._now()
+        if state.up:
+            self._on_message(peer, envelope)
+
+    def inbound_lost(self, peer: str, inbound: _Inbound) -> None:
+        if self._inbound.get(peer) is inbound:
+            del self._inbound[peer]
+            self._emit(self.detector.link_closed(peer))
+
+    # -- outbound -----------------------------------------------------------------------
+
+    async def _dial(self, peer: str) -> None:
+        host, port = self.settings.peers[peer]
+        loop = asyncio.get_running_loop()
+        tick = self.settings.tick
+        while True:
+            try:
+                transport, protocol = await asyncio.wait_for(
+                    loop.create_connection(_Outbound, host, port), tick * self.settings.count
+                )
+            except (OSError, TimeoutError):
+                await asyncio.sleep(tick / 2)
+                continue
+            assert isinstance(transport, asyncio.Transport)
+            self._outbound[peer] = transport
+            try:
+                transport.write(encode(self._hello()))
+                while not protocol.closed.done():
+                    incarnation, running = self._status()
+                    self.send(peer, Envelope("hb", {"incarnation": incarnation, "app": running}))
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(protocol.closed), tick)
+            finally:
+                if self._outbound.get(peer) is transport:
+                    del self._outbound[peer]
+                transport.abort()
+            await asyncio.sleep(tick / 2)
+
+    # -- time ---------------------------------------------------------------------------
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.tick / 2)
+            events = self.detector.tick(self._now())
+            for event in events:
+                # A silent peer must say hello again before we believe it is back.
+                if isinstance(event, PeerDown) and event.peer in self._inbound:
+                    inbound = self._inbound.pop(event.peer)
+                    inbound.peer = None
+                    inbound.close()
+            self._emit(events)
+
+    @staticmethod
+    def _now() -> float:
+        return asyncio.get_running_loop().time()
+
+    def _emit(self, events: list[Event]) -> None:
+        for event in events:
+            self._on_event(event)

@@ -1,0 +1,60 @@
+"""Failure and partition detection, and the node-to-node frame codec, with no sockets."""
+
+from __future__ import annotations
+
+import pytest
+
+from cluster.peer.codec import CodecError, Envelope, FrameBuffer, encode
+from cluster.peer.detector import FailureDetector, PeerDown, PeerUp
+
+
+def test_peer_goes_down_after_missed_ticks_and_a_return_without_restart_is_a_partition() -> None:
+    detector = FailureDetector(["b"], tick=1.0, count=4)
+    assert detector.hello("b", "inc1", True, now=0.0) == [PeerUp("b", "inc1", False, False)]
+    assert detector.running() == ["b"]
+    assert detector.heard("b", "inc1", True, now=3.9) == []
+    assert detector.tick(now=7.8) == []
+    assert detector.tick(now=8.0) == [PeerDown("b", "no heartbeat for 4s")]
+    assert detector.running() == []
+    assert detector.hello("b", "inc1", True, now=20.0) == [PeerUp("b", "inc1", False, True)]
+    assert detector.partitions == {"b"}
+
+
+def test_a_new_incarnation_is_a_restart_and_clears_the_partition() -> None:
+    detector = FailureDetector(["b"], tick=1.0, count=4)
+    detector.hello("b", "inc1", True, now=0.0)
+    detector.link_closed("b")
+    detector.hello("b", "inc1", True, now=1.0)
+    assert detector.partitions == {"b"}
+    assert detector.heard("b", "inc2", True, now=2.0) == [
+        PeerDown("b", "restarted"), PeerUp("b", "inc2", True, False)
+    ]
+    assert detector.partitions == set()
+
+
+def test_a_stopped_app_is_reachable_but_not_running() -> None:
+    detector = FailureDetector(["b"], tick=1.0, count=4)
+    detector.hello("b", "inc1", False, now=0.0)
+    assert detector.reachable() == ["b"] and detector.running() == []
+
+
+def test_codec_round_trip_across_arbitrary_chunking() -> None:
+    envelopes = [Envelope("hb", {"incarnation": "x", "app": True}),
+                 Envelope("publish", {"queue": "q"}, b"\x00\xffbody" * 100)]
+    wire = b"".join(encode(e) for e in envelopes)
+    buffer = FrameBuffer()
+    got = []
+    for start in range(0, len(wire), 7):
+        got += buffer.feed(wire[start:start + 7])
+    assert got == envelopes
+
+
+@pytest.mark.parametrize("garbage", [
+    b"\xff\xff\xff\xff\x00\x01x",  # length beyond the limit
+    b"\x00\x00\x00\x05\x00\x03abc",  # header is not JSON
+    b"\x00\x00\x00\x04\x00\x02[]",  # header is not an object
+    b"\x00\x00\x00\x0a\x00\x08{\"t\": 5}",  # type is not a string
+])
+def test_codec_rejects_garbage(garbage: bytes) -> None:
+    with pytest.raises(CodecError):
+        FrameBuffer().feed(garbage)

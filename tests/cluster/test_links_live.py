@@ -1,0 +1,135 @@
+"""Node-to-node links between real node processes: failure detection on kill and
+restart, and partitions made by black-holing links through the toxiproxy server."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from itertools import permutations
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.process_node import NodeProcess, free_port
+
+TICK = 0.2  # heartbeats every 0.2 s; a peer is down after 4 missed ticks
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def http(method: str, url: str, body: object | None = None) -> Any:
+    request = urllib.request.Request(url, method=method,
+                                     data=None if body is None else json.dumps(body).encode())
+    request.add_header("Authorization", "Basic " + base64.b64encode(b"guest:guest").decode())
+    request.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(request, timeout=5) as reply:
+        text = reply.read()
+    return json.loads(text) if text else None
+
+
+def running_nodes(node: NodeProcess) -> set[str]:
+    return {n["name"] for n in http("GET", f"{node.mgmt_url}/api/nodes") if n["running"]}
+
+
+def partitions(node: NodeProcess) -> list[str]:
+    return list(http("GET", f"{node.mgmt_url}/api/nodes")[0]["partitions"])
+
+
+def events(node: NodeProcess, kind: str) -> list[dict[str, Any]]:
+    lines = (node.data_dir / "events.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["event"] == kind]
+
+
+@pytest.fixture
+def toxiproxy_url() -> Iterator[str]:
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "toxiproxy", "serve", "--port", str(port),
+         "--seed", "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    assert server.stdout is not None
+    server.stdout.readline()  # the banner: the API is listening
+    yield f"http://127.0.0.1:{port}"
+    server.kill()
+    server.wait()
+
+
+def start_cluster(tmp_path: Path, names: list[str],
+                  address: Callable[[str, str, int], str]) -> dict[str, NodeProcess]:
+    """Start nodes where ``address(src, dst, dst_cluster_port)`` is what src dials."""
+    nodes = {name: NodeProcess(name, tmp_path / name, cluster_port=free_port(), tick=TICK)
+             for name in names}
+    for src, dst in permutations(names, 2):
+        nodes[src].peers[dst] = address(src, dst, nodes[dst].cluster_port or 0)
+    for node in nodes.values():
+        node.start()
+    everyone = set(names)
+    for node in nodes.values():
+        wait_until(lambda n=node: running_nodes(n) == everyone, "the cluster to form")
+    return nodes
+
+
+def test_a_killed_node_is_seen_down_and_its_restart_is_not_a_partition(tmp_path: Path) -> None:
+    nodes = start_cluster(tmp_path, ["n1", "n2", "n3"], lambda s, d, port: f"127.0.0.1:{port}")
+    try:
+        nodes["n3"].kill()
+        for name in ("n1", "n2"):
+            wait_until(lambda n=nodes[name]: running_nodes(n) == {"n1", "n2"}, "n3 seen down")
+        nodes["n3"].start()
+        for node in nodes.values():
+            wait_until(lambda n=node: running_nodes(n) == {"n1", "n2", "n3"}, "n3 back")
+        returns = [e for e in events(nodes["n1"], "peer_up") if e["peer"] == "n3"]
+        assert returns[-1]["restarted"] is True
+        assert events(nodes["n1"], "partition_detected") == []
+        assert partitions(nodes["n1"]) == []
+    finally:
+        for node in nodes.values():
+            node.kill()
+
+
+def test_black_holed_links_partition_the_nodes_and_a_one_way_cut_is_one_sided(
+    tmp_path: Path, toxiproxy_url: str
+) -> None:
+    def via_proxy(src: str, dst: str, port: int) -> str:
+        listen = f"127.0.0.1:{free_port()}"
+        http("POST", f"{toxiproxy_url}/proxies",
+             {"name": f"{src}-{dst}", "listen": listen, "upstream": f"127.0.0.1:{port}"})
+        return listen
+
+    def black_hole(link: str) -> None:
+        http("POST", f"{toxiproxy_url}/proxies/{link}/toxics",
+             {"name": "cut", "type": "timeout", "stream": "upstream",
+              "attributes": {"timeout": 0}})
+
+    def heal(link: str) -> None:
+        http("DELETE", f"{toxiproxy_url}/proxies/{link}/toxics/cut")
+
+    nodes = start_cluster(tmp_path, ["n1", "n2"], via_proxy)
+    n1, n2 = nodes["n1"], nodes["n2"]
+    try:
+        black_hole("n1-n2")  # n2 no longer hears n1; n1 still hears n2
+        wait_until(lambda: running_nodes(n2) == {"n2"}, "n2 to lose n1")
+        assert running_nodes(n1) == {"n1", "n2"}
+        black_hole("n2-n1")
+        wait_until(lambda: running_nodes(n1) == {"n1"}, "n1 to lose n2")
+        heal("n1-n2")
+        heal("n2-n1")
+        for node, peer in ((n1, "n2"), (n2, "n1")):
+            wait_until(lambda n=node: running_nodes(n) == {"n1", "n2"}, "the links to heal")
+            assert partitions(node) == [peer]
+            assert [e["peer"] for e in events(node, "partition_detected")] == [peer]
+    finally:
+        for node in nodes.values():
+            node.kill()
