@@ -413,6 +413,10 @@ class Connection:
     def tick(self) -> None:
         now = self.broker.now()
         if self.state is State.OPEN and self.heartbeat:
+            if self.reading_paused:
+                # Blocked: its socket is not read, so its heartbeats cannot arrive. Like
+                # RabbitMQ, do not count them as missed until reading resumes.
+                self._last_received = now
             if now - self._last_received > 2 * self.heartbeat:
                 self._finish(f"missed heartbeats from client, timeout: {self.heartbeat}s")
             elif now - self._last_sent >= self.heartbeat / 2:
