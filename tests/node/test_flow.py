@@ -128,6 +128,31 @@ def test_publisher_connecting_during_an_alarm_is_blocked(limited: NodeProcess) -
     first.close()
 
 
+def test_blocked_publisher_is_not_dropped_for_unread_heartbeats(limited: NodeProcess) -> None:
+    """While the node does not read a blocked connection it cannot see its heartbeats;
+    like RabbitMQ it must not count them as missed."""
+    publisher = connect(limited, heartbeat=1)
+    flow = FlowLog(publisher)
+    channel = publisher.channel()
+    channel.queue_declare("q")
+    sent = _publish_until_blocked(channel, flow)
+    publisher.sleep(4.0)  # pika keeps sending heartbeats the node does not read
+    assert publisher.is_open
+    with connect(limited) as cleaner:
+        drain = cleaner.channel()
+        received: list[bytes] = []
+
+        def drained() -> bool:
+            received.extend(get_bodies(drain, "q"))
+            return len(received) == sent and flow.events[-1] == "unblocked"
+
+        pump_until(publisher, drained)
+    channel.confirm_delivery()
+    channel.basic_publish("", "q", b"after")
+    assert publisher.is_open
+    publisher.close()
+
+
 # -- heartbeats -------------------------------------------------------------------------
 
 def test_silent_client_is_disconnected_after_missed_heartbeats(node: NodeProcess) -> None:
