@@ -15,9 +15,17 @@ class Binding:
     routing_key: str
 
 
+def _topic_subject(routing_key: str) -> str:
+    """What `topic_regex` patterns match: ``"." + routing_key``, or ``""`` for the empty
+    key, which is zero words (as in RabbitMQ), not one empty word."""
+    return "." + routing_key if routing_key else ""
+
+
 def topic_regex(pattern: str) -> re.Pattern[str]:
-    """AMQP topic pattern → regex over ``"." + routing_key``: each pattern word consumes
-    its own leading dot, so ``#`` (zero or more words) needs no special cases."""
+    """AMQP topic pattern → regex over `_topic_subject`: each pattern word consumes its
+    own leading dot, so ``#`` (zero or more words) needs no special cases."""
+    if not pattern:
+        return re.compile(r"\Z")  # zero words: only the empty routing key
     words = []
     for word in pattern.split("."):
         if word == "#":
@@ -66,6 +74,6 @@ class Exchange:
             regex = self._topic_cache.get(binding.routing_key)
             if regex is None:
                 regex = self._topic_cache[binding.routing_key] = topic_regex(binding.routing_key)
-            if regex.match("." + routing_key):
+            if regex.match(_topic_subject(routing_key)):
                 matched.add(binding.queue)
         return matched
