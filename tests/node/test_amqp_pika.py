@@ -323,6 +323,32 @@ def test_direct_fanout_and_topic_routing_with_unbind(node: NodeProcess) -> None:
         assert get_bodies(channel, "q3") == []
 
 
+TOPIC_CASES = {  # binding key -> routing keys it matches, as RabbitMQ 3.10 routes them
+    "*": ["a", "b"],
+    "#": ["", "a", "a.b", "a.b.c", ".", "a.", "a..b", "b"],
+    "": [""],
+    "a.*": ["a.b", "a."],
+    "a.#": ["a", "a.b", "a.b.c", "a.", "a..b"],
+    "#.a": ["a"],
+    "*.*": ["a.b", ".", "a."],
+    "a.#.b": ["a.b", "a..b"],
+    "#.b.#": ["a.b", "a.b.c", "a..b", "b"],
+}
+
+
+def test_topic_wildcards_match_words(node: NodeProcess) -> None:
+    keys = ["", "a", "a.b", "a.b.c", ".", "a.", "a..b", "b"]
+    with pika_channel(node) as channel:
+        channel.exchange_declare("t", "topic")
+        for i, binding in enumerate(TOPIC_CASES):
+            channel.queue_declare(f"q{i}")
+            channel.queue_bind(f"q{i}", "t", binding)
+        for key in keys:
+            publish_bodies(channel, key, [f"<{key}>".encode()], exchange="t")
+        for i, expected in enumerate(TOPIC_CASES.values()):
+            assert get_bodies(channel, f"q{i}") == [f"<{key}>".encode() for key in expected]
+
+
 def test_predeclared_exchanges_route(node: NodeProcess) -> None:
     with pika_channel(node) as channel:
         channel.queue_declare("q")
