@@ -49,6 +49,25 @@ def test_every_confirmed_publish_is_delivered_in_order(node: NodeProcess) -> Non
     connection.close()
 
 
+def test_large_and_empty_bodies_and_properties_round_trip(node: NodeProcess) -> None:
+    properties = pika.BasicProperties(
+        content_type="application/octet-stream", content_encoding="gzip",
+        headers={"n": 1, "s": "text", "nested": {"list": [1, "two"]}, "flag": True},
+        delivery_mode=2, priority=3, correlation_id="c-1", reply_to="r", expiration="60000",
+        message_id="id-1", timestamp=1_700_000_000, type="t", user_id="guest", app_id="app",
+    )
+    bodies = [b"", bytes(range(256)) * 4096, b"x" * 4089]  # 0, 1 MiB, just over a frame
+    with pika_channel(node, frame_max=4096) as channel:
+        channel.confirm_delivery()
+        channel.queue_declare("q")
+        publish_bodies(channel, "q", bodies, properties=properties)
+    with pika_channel(node) as channel:  # another frame_max on the consuming side
+        for body in bodies:
+            _, got_properties, got_body = channel.basic_get("q", auto_ack=True)
+            assert got_body == body
+            assert vars(got_properties) == vars(properties)
+
+
 def test_prefetch_limits_unacked_deliveries(node: NodeProcess) -> None:
     connection = connect(node)
     channel = connection.channel()
