@@ -88,6 +88,27 @@ def test_acked_and_rejected_messages_stay_gone(node: NodeProcess) -> None:
         assert get_bodies(channel, "q") == expected
 
 
+def test_committed_transactions_survive_and_purges_and_deletes_stay(node: NodeProcess) -> None:
+    with pika_channel(node) as channel:
+        for queue in ("tx", "purged", "recreated"):
+            channel.queue_declare(queue, durable=True)
+        publish_bodies(channel, "purged", numbered(5), properties=PERSISTENT)
+        publish_bodies(channel, "recreated", numbered(5, "old"), properties=PERSISTENT)
+        channel.queue_purge("purged")
+        channel.queue_delete("recreated")
+        channel.queue_declare("recreated", durable=True)
+        channel.tx_select()
+        publish_bodies(channel, "recreated", [b"new"], properties=PERSISTENT)
+        publish_bodies(channel, "tx", [b"committed"], properties=PERSISTENT)
+        channel.tx_commit()  # commit-ok comes once the commit (and all before it) is on disk
+        publish_bodies(channel, "tx", [b"uncommitted"], properties=PERSISTENT)
+    _crash_and_restart(node)
+    with pika_channel(node) as channel:
+        assert get_bodies(channel, "tx") == [b"committed"]
+        assert get_bodies(channel, "purged") == []
+        assert get_bodies(channel, "recreated") == [b"new"]
+
+
 def test_graceful_restart_keeps_unacked_messages_in_place(node: NodeProcess) -> None:
     connection = connect(node)
     channel = connection.channel()
