@@ -339,12 +339,16 @@ def test_hypothesis_frames_get_a_protocol_answer(node: NodeProcess, depth: int,
 
 
 def test_many_half_handshakes_then_silence_are_cleaned_up(node: NodeProcess) -> None:
+    """Connections that stop mid-handshake hold nothing up and are closed by the
+    handshake timeout (10 s, as RabbitMQ's)."""
     sockets = []
-    for depth in range(1, 5):
+    for depth in range(4):  # nothing, header, + start-ok, + tune-ok
         for _ in range(10):
-            sock = socket.create_connection((node.host, node.amqp_port))
+            sock = socket.create_connection((node.host, node.amqp_port), timeout=30.0)
             sock.sendall(b"".join(HANDSHAKE_STEPS[:depth]))
             sockets.append(sock)
-    assert_node_serves(node)  # the half-open connections do not hold anything up
+    assert_node_serves(node)
     for sock in sockets:
-        sock.close()
+        with sock:
+            while sock.recv(65536):  # the broker's start/tune frames, then end of stream
+                pass
