@@ -6,10 +6,12 @@ from __future__ import annotations
 import pika
 import pika.exceptions
 import pytest
+from pamqp import commands
 
 from harness.process_node import NodeProcess
 from tests.node.helpers import (
     NodeFactory,
+    RawClient,
     channel_error,
     config_toml,
     connect,
@@ -186,6 +188,20 @@ def test_deleting_the_queue_cancels_its_consumers(node: NodeProcess) -> None:
     assert channel.is_open
     channel.queue_declare("q2")  # the channel is still usable
     connection.close()
+
+
+def test_no_server_cancel_for_clients_without_the_capability(node: NodeProcess) -> None:
+    with RawClient(node) as client:  # its client properties lack consumer_cancel_notify
+        client.handshake()
+        client.open_channel(1)
+        client.send_method(1, commands.Queue.Declare(queue="q"))
+        client.expect(commands.Queue.DeclareOk)
+        client.send_method(1, commands.Basic.Consume(queue="q", consumer_tag="tag"))
+        client.expect(commands.Basic.ConsumeOk)
+        with pika_channel(node) as other:
+            other.queue_delete("q")
+        client.send_method(1, commands.Queue.Declare(queue="q2"))
+        client.expect(commands.Queue.DeclareOk)  # and no basic.cancel before it
 
 
 def test_exclusive_consumer_locks_out_others(node: NodeProcess) -> None:
@@ -407,7 +423,7 @@ def test_channel_close_requeues_unacked_to_another_consumer(node: NodeProcess) -
     channel.basic_ack(events[1][0].delivery_tag)
     channel.basic_ack(events[3][0].delivery_tag)
     other = second.channel()
-    received = consume_events(second, other, "q", 0)
+    received = consume_events(second, other, "q", 0)  # nothing for it to take yet
     settle_quietly(second)
     assert received == []
     channel.close()
