@@ -5,6 +5,7 @@ and keep idle but live ones connected."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import pika
 import pytest
@@ -69,6 +70,20 @@ def _publish_until_blocked(channel: BlockingChannel, flow: FlowLog) -> int:
     return sent
 
 
+def _drain(publisher: pika.BlockingConnection, consumer: BlockingChannel,
+           until: Callable[[list[bytes]], bool]) -> list[bytes]:
+    """Consume "q" through a connection that never published (so is never blocked),
+    pumping the publisher's I/O, until ``until(received)``; returns what was received."""
+    received: list[bytes] = []
+
+    def done() -> bool:
+        received.extend(get_bodies(consumer, "q"))
+        return until(received)
+
+    pump_until(publisher, done, what="the queue to drain")
+    return received
+
+
 def test_memory_alarm_blocks_publishers_until_consumers_drain(limited: NodeProcess) -> None:
     publisher, observer = connect(limited), connect(limited)
     publisher_flow, observer_flow = FlowLog(publisher), FlowLog(observer)
@@ -85,10 +100,7 @@ def test_memory_alarm_blocks_publishers_until_consumers_drain(limited: NodeProce
     settle_quietly(publisher, 0.5)
     assert queue_count(consumer, "q") == held
     total = sent + 20
-    received: list[bytes] = []
-    while len(received) < total:  # the consumer's connection is never blocked
-        received += get_bodies(consumer, "q")
-        publisher.process_data_events(time_limit=0.05)
+    received = _drain(publisher, consumer, lambda got: len(got) >= total)
     assert received == [_body(i) for i in range(total)]
     pump_until(publisher, lambda: publisher_flow.events[-1] == "unblocked")
     # What the node had not read yet may raise the alarm again while it drains.
@@ -117,13 +129,7 @@ def test_publisher_connecting_during_an_alarm_is_blocked(limited: NodeProcess) -
     pump_until(late, lambda: flow.events)
     assert flow.events == ["blocked: low on memory"]
     with connect(limited) as cleaner:
-        channel = cleaner.channel()
-
-        def drained() -> bool:
-            get_bodies(channel, "q")
-            return "unblocked" in flow.events
-
-        pump_until(late, drained)
+        _drain(late, cleaner.channel(), lambda _: "unblocked" in flow.events)
     late.close()
     first.close()
 
@@ -139,14 +145,9 @@ def test_blocked_publisher_is_not_dropped_for_unread_heartbeats(limited: NodePro
     publisher.sleep(4.0)  # pika keeps sending heartbeats the node does not read
     assert publisher.is_open
     with connect(limited) as cleaner:
-        drain = cleaner.channel()
-        received: list[bytes] = []
-
-        def drained() -> bool:
-            received.extend(get_bodies(drain, "q"))
-            return len(received) == sent and flow.events[-1] == "unblocked"
-
-        pump_until(publisher, drained)
+        received = _drain(publisher, cleaner.channel(),
+                          lambda got: len(got) == sent and flow.events[-1] == "unblocked")
+    assert received == [_body(i) for i in range(sent)]
     channel.confirm_delivery()
     channel.basic_publish("", "q", b"after")
     assert publisher.is_open
