@@ -6,10 +6,11 @@ from __future__ import annotations
 import pika
 import pika.exceptions
 import pytest
-from pamqp import commands
+from pamqp import commands, encode
 
 from harness.process_node import NodeProcess
 from tests.node.helpers import (
+    PROTOCOL_HEADER,
     NodeFactory,
     RawClient,
     channel_error,
@@ -25,6 +26,7 @@ from tests.node.helpers import (
     refused_at_open,
     settle_quietly,
     start_node,
+    start_ok,
 )
 
 
@@ -531,6 +533,40 @@ def test_per_consumer_and_global_prefetch_together(node: NodeProcess) -> None:
 
 
 # -- authentication and authorisation ---------------------------------------------------
+
+def test_start_and_tune_advertise_what_clients_rely_on(node: NodeProcess) -> None:
+    with RawClient(node) as client:
+        client.send(PROTOCOL_HEADER)
+        start = client.expect(commands.Connection.Start)
+        assert (start.version_major, start.version_minor) == (0, 9)
+        assert set(start.mechanisms.split()) >= {"PLAIN", "AMQPLAIN"}
+        assert "en_US" in start.locales.split()
+        capabilities = start.server_properties["capabilities"]
+        for name in ("publisher_confirms", "consumer_cancel_notify", "basic.nack",
+                     "connection.blocked", "per_consumer_qos", "authentication_failure_close"):
+            assert capabilities[name] is True, name
+        client.send_method(0, start_ok())
+        tune = client.expect(commands.Connection.Tune)
+        assert (tune.channel_max, tune.frame_max, tune.heartbeat) == (2047, 131072, 60)
+
+
+def _amqplain_login(node: NodeProcess, password: str) -> object:
+    response = encode.field_table({"LOGIN": "guest", "PASSWORD": password})[4:].decode()
+    with RawClient(node) as client:
+        client.send(PROTOCOL_HEADER)
+        client.expect(commands.Connection.Start)
+        client.send_method(0, commands.Connection.StartOk(
+            client_properties={"capabilities": {"authentication_failure_close": True}},
+            mechanism="AMQPLAIN", response=response, locale="en_US"))
+        return client.read_frame()[1]
+
+
+def test_amqplain_login(node: NodeProcess) -> None:
+    assert isinstance(_amqplain_login(node, "guest"), commands.Connection.Tune)
+    refused = _amqplain_login(node, "wrong")
+    assert isinstance(refused, commands.Connection.Close)
+    assert refused.reply_code == 403
+
 
 ALICE = {"name": "alice", "password": "secret", "tags": []}
 LIMITED = {"user": "alice", "vhost": "/", "configure": "^cfg-", "write": "^w-", "read": "^r-"}
