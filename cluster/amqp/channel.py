@@ -463,7 +463,9 @@ class Channel:
         name = self._queue_name(method.queue)
         self.check("write", name)
         self.check("read", method.exchange)
-        self.vhost.queue(name, self.connection.id)
+        queue = self.vhost.queues.get(name)
+        if queue is not None:  # unbinding a missing queue succeeds, as in RabbitMQ
+            self.vhost.check_exclusive(queue, self.connection.id)
         self.vhost.unbind(name, method.exchange, method.routing_key)
         self.broker.definitions_changed()
         self.send(commands.Queue.UnbindOk())

@@ -167,7 +167,7 @@ class Connection:
     def _receive_frame(self, frame_type: int, channel: int, payload: bytes) -> None:
         if frame_type == framing.FRAME_HEARTBEAT:
             if channel != 0:
-                raise ConnectionError_(FRAME_ERROR, f"heartbeat frame on channel {channel}")
+                raise ConnectionError_(UNEXPECTED_FRAME, f"heartbeat frame on channel {channel}")
             return
         if frame_type not in (framing.FRAME_METHOD, framing.FRAME_HEADER, framing.FRAME_BODY):
             raise ConnectionError_(FRAME_ERROR, f"unknown frame type {frame_type}")
@@ -213,8 +213,11 @@ class Connection:
             return
         else:
             name = method.name if isinstance(method, Method) else type(method).__name__
+            is_connection_method = isinstance(method, Method) and method.index >> 16 == 10
+            # RabbitMQ: a connection method out of turn is a command error, any other
+            # method on channel 0 a channel error.
             raise ConnectionError_(
-                COMMAND_INVALID,
+                COMMAND_INVALID if is_connection_method else CHANNEL_ERROR,
                 f"method {name} is not valid on channel 0 in state {state.value}",
             )
 
@@ -236,6 +239,13 @@ class Connection:
                 ACCESS_REFUSED, f"malformed {method.mechanism} response: {error}", 10, 11
             ) from error
         if self.broker.users.authenticate(user, password) is None:
+            if not self.capabilities.get("authentication_failure_close"):
+                # RabbitMQ only explains a refused login to clients that say they can
+                # take it; to the others it just hangs up.
+                self.broker.record_connection_error(self, ConnectionError_(
+                    ACCESS_REFUSED, f"login refused for user '{user}'"))
+                self._finish(f"login refused for user '{user}'")
+                return
             raise ConnectionError_(
                 ACCESS_REFUSED,
                 f"Login was refused using authentication mechanism {method.mechanism}. "
@@ -303,7 +313,7 @@ class Connection:
         if frame_type != framing.FRAME_METHOD:
             if channel is None:
                 raise ConnectionError_(
-                    CHANNEL_ERROR, f"content frame on channel {channel_id}, which is not open"
+                    UNEXPECTED_FRAME, f"content frame on channel {channel_id}, which is not open"
                 )
             try:
                 if frame_type == framing.FRAME_HEADER:
@@ -319,11 +329,11 @@ class Connection:
                 raise ConnectionError_(
                     CHANNEL_ERROR, f"expected 'channel.open' on channel {channel_id}"
                 )
-            if channel_id > self.channel_max:
+            if len(self.channels) >= self.channel_max:
                 raise ConnectionError_(
                     NOT_ALLOWED,
-                    f"channel {channel_id} is beyond the negotiated channel_max "
-                    f"{self.channel_max}",
+                    f"number of channels opened ({len(self.channels)}) has reached the "
+                    f"negotiated channel_max ({self.channel_max})",
                     20,
                     10,
                 )

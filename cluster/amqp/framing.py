@@ -127,8 +127,9 @@ def decode_method(payload: bytes) -> Method | Publish | Ack:
         method.unmarshal(payload[4:])
         return method
     except (IndexError, ValueError, struct.error, UnicodeDecodeError) as error:
+        # RabbitMQ calls arguments that do not decode a frame error.
         raise ConnectionError_(
-            SYNTAX_ERROR,
+            FRAME_ERROR,
             f"malformed method class {index >> 16} method {index & 0xFFFF}: {error}",
             index >> 16,
             index & 0xFFFF,

@@ -42,7 +42,8 @@ class MemoryClient:
         self.broker = broker
         self.connection: Connection = broker.open_connection("memory:1")
         self.capabilities = capabilities or {"consumer_cancel_notify": True,
-                                             "connection.blocked": True}
+                                             "connection.blocked": True,
+                                             "authentication_failure_close": True}
         self.received: list[tuple[int, Any]] = []
         self._buffer = b""
 

@@ -50,6 +50,13 @@ def test_wrong_password_is_refused_with_403() -> None:
     assert close[0].reply_text.startswith("ACCESS_REFUSED")
 
 
+def test_refused_login_just_hangs_up_on_clients_without_authentication_failure_close() -> None:
+    client = MemoryClient(make_broker(), capabilities={"consumer_cancel_notify": True})
+    client.handshake(password_response="\x00guest\x00wrong")
+    assert not [m for m in client.methods() if isinstance(m, commands.Connection.Close)]
+    assert client.connection.should_close
+
+
 def test_wrong_protocol_header_gets_ours_back_and_closes() -> None:
     client = MemoryClient(make_broker())
     client.send_raw(b"AMQP\x01\x01\x00\x0a")

@@ -269,9 +269,9 @@ def test_consumer_tag_reuse_is_not_allowed(node: NodeProcess) -> None:
     assert _raw_close_code(node, [consume, consume]) == 530
 
 
-def test_channel_above_channel_max_is_not_allowed(node: NodeProcess) -> None:
-    assert _raw_close_code(node, [method_frame(6, commands.Channel.Open())],
-                           channel_max=5) == 530
+def test_opening_more_channels_than_channel_max_is_not_allowed(node: NodeProcess) -> None:
+    opens = [method_frame(n, commands.Channel.Open()) for n in (10, 20, 30)]
+    assert _raw_close_code(node, opens, channel_max=3) == 530
 
 
 def test_immediate_publish_is_not_implemented(node: NodeProcess) -> None:
@@ -300,7 +300,7 @@ def test_frame_within_negotiated_frame_max_is_accepted(node: NodeProcess) -> Non
 
 def test_unknown_frame_type_and_heartbeat_on_a_channel(node: NodeProcess) -> None:
     assert _raw_close_code(node, [raw_frame(9, 0, b"")]) == 501
-    assert _raw_close_code(node, [raw_frame(8, 1, b"")]) == 501
+    assert _raw_close_code(node, [raw_frame(8, 1, b"")]) == 505
 
 
 def test_method_while_content_is_expected(node: NodeProcess) -> None:
@@ -318,9 +318,9 @@ def test_content_on_channel_zero(node: NodeProcess) -> None:
     assert _raw_close_code(node, [content_header_frame(0, 1)], channel=False) == 505
 
 
-def test_methods_on_the_wrong_channel_are_command_invalid(node: NodeProcess) -> None:
+def test_methods_on_the_wrong_channel(node: NodeProcess) -> None:
     declare = method_frame(0, commands.Queue.Declare(queue="q"))
-    assert _raw_close_code(node, [declare], channel=False) == 503
+    assert _raw_close_code(node, [declare], channel=False) == 504
     assert _raw_close_code(node, [method_frame(1, commands.Connection.Open())]) == 503
 
 
@@ -332,17 +332,17 @@ def test_body_longer_than_declared(node: NodeProcess) -> None:
 def test_frames_on_an_unopened_channel(node: NodeProcess) -> None:
     declare = method_frame(3, commands.Queue.Declare(queue="q"))
     assert _raw_close_code(node, [declare]) == 504
-    assert _raw_close_code(node, [content_header_frame(3, 1)]) == 504
+    assert _raw_close_code(node, [content_header_frame(3, 1)]) == 505
 
 
 def test_second_channel_open(node: NodeProcess) -> None:
     assert _raw_close_code(node, [method_frame(1, commands.Channel.Open())]) == 504
 
 
-def test_truncated_method_arguments_are_a_syntax_error(node: NodeProcess) -> None:
+def test_truncated_method_arguments_are_a_frame_error(node: NodeProcess) -> None:
     declare = method_frame(1, commands.Queue.Declare(queue="a-long-queue-name"))
     payload = declare[7:-1]
-    assert _raw_close_code(node, [raw_frame(1, 1, payload[:10])]) == 502
+    assert _raw_close_code(node, [raw_frame(1, 1, payload[:10])]) == 501
 
 
 @pytest.mark.parametrize("header", [
