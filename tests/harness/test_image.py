@@ -1,0 +1,66 @@
+"""The node image, built offline from an mmdebstrap root file system, runs a real node."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import docker
+import docker.errors
+import pytest
+from docker.client import DockerClient
+
+from harness import image
+from harness.process_node import amqp_answers, free_port
+
+
+def _engine() -> DockerClient | None:
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException:
+        return None
+    return client
+
+
+ENGINE = _engine()
+pytestmark = pytest.mark.skipif(ENGINE is None, reason="no Docker engine answers here")
+LABEL = {"mirrorchaos.test": "image"}
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[DockerClient]:
+    assert ENGINE is not None
+    yield ENGINE
+    for container in ENGINE.containers.list(all=True, filters={"label": "mirrorchaos.test"}):
+        container.remove(force=True)
+
+
+def test_node_image_is_cached_by_content(client: DockerClient) -> None:
+    first = image.node_image(client)
+    again = image.node_image(client)
+    assert again == first
+    assert first.base.startswith(image.BASE_REPOSITORY + ":")
+    history = client.images.get(first.tag).history()
+    assert history, "the image must exist in the engine"
+
+
+def test_a_container_from_the_image_serves_amqp(client: DockerClient) -> None:
+    tag = image.node_image(client).tag
+    port = free_port()
+    container = client.containers.run(
+        tag, ["python", "-m", "cluster.node", "--name", "rabbit@c1", "--amqp-port", "5672",
+              "--data-dir", "/data"],
+        detach=True, labels=LABEL, ports={"5672/tcp": ("127.0.0.1", port)},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not amqp_answers("127.0.0.1", port):
+            container.reload()
+            assert container.status in ("created", "running"), container.logs().decode()
+            assert time.monotonic() < deadline, container.logs().decode()
+            time.sleep(0.2)
+        exit_code = container.exec_run(["python", "-c", "import cluster.node"]).exit_code
+        assert exit_code == 0
+    finally:
+        container.remove(force=True)
