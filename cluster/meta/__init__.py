@@ -1,0 +1,1 @@
+"""Cluster metadata replicated between nodes (see docs/cluster-design.md)."""

@@ -1,0 +1,88 @@
+"""One node's replica of the cluster metadata, I/O-free.
+
+Records (vhosts, users, permissions, policies, exchanges, bindings, queues) are keyed
+by a tuple such as ``("queue", vhost, name)``. Every write carries a version
+``(clock, node)`` from a Lamport clock; a replica keeps, per key, the write with the
+highest version, deletions included (as tombstones), so replicas that have seen the
+same writes hold the same records whatever the order they saw them in. Each record has
+one writer at a time by design (its declaring node, a queue's master, a promoted
+mirror), so last-writer-wins only arbitrates the rare concurrent writes, e.g. after
+a partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+Key = tuple[str, ...]
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class Version:
+    clock: int
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """A write: ``value`` None deletes the record."""
+
+    key: Key
+    value: dict[str, Any] | None
+    version: Version
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": list(self.key), "value": self.value,
+                "version": [self.version.clock, self.version.node]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Update:
+        clock, node = data["version"]
+        return cls(tuple(data["key"]), data["value"], Version(int(clock), str(node)))
+
+
+class Replica:
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.clock = 0
+        self._records: dict[Key, Update] = {}
+
+    def get(self, key: Key) -> dict[str, Any] | None:
+        update = self._records.get(key)
+        return None if update is None else update.value
+
+    def items(self, kind: str) -> Iterator[tuple[Key, dict[str, Any]]]:
+        """Live records of one kind, e.g. every ``"queue"``."""
+        for key, update in self._records.items():
+            if key[0] == kind and update.value is not None:
+                yield key, update.value
+
+    def put(self, key: Key, value: dict[str, Any]) -> Update:
+        return self._write(key, dict(value))
+
+    def delete(self, key: Key) -> Update:
+        return self._write(key, None)
+
+    def _write(self, key: Key, value: dict[str, Any] | None) -> Update:
+        self.clock += 1
+        update = Update(key, value, Version(self.clock, self.node))
+        self._records[key] = update
+        return update
+
+    def apply(self, update: Update) -> bool:
+        """A write from another replica; True when it changed this one."""
+        self.clock = max(self.clock, update.version.clock)
+        current = self._records.get(update.key)
+        if current is not None and current.version >= update.version:
+            return False
+        self._records[update.key] = update
+        return True
+
+    def merge(self, updates: Iterable[Update]) -> list[Update]:
+        """Apply another replica's snapshot; returns the writes that changed this one."""
+        return [update for update in updates if self.apply(update)]
+
+    def snapshot(self) -> list[Update]:
+        return list(self._records.values())
