@@ -1,0 +1,89 @@
+"""Process faults on nodes running as local processes (`NodeProcess`), with psutil
+for SIGSTOP/SIGCONT and for the state the kernel reports."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import psutil
+
+from harness.process_node import NodeProcess, NodeStartError
+
+from .control import ProcessControlError, ProcessState, ProcessStateError, UnknownNode
+
+_PAUSED = {psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP}
+_GONE = {psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD}
+
+
+class LocalProcesses:
+    def __init__(self, nodes: Mapping[str, NodeProcess], start_timeout: float = 20.0) -> None:
+        self._nodes = dict(nodes)
+        self.start_timeout = start_timeout
+
+    def nodes(self) -> list[str]:
+        return sorted(self._nodes)
+
+    def node(self, name: str) -> NodeProcess:
+        try:
+            return self._nodes[name]
+        except KeyError:
+            raise UnknownNode(name) from None
+
+    def _process(self, name: str) -> psutil.Process | None:
+        popen = self.node(name).process
+        if popen is None or popen.poll() is not None:
+            return None
+        try:
+            return psutil.Process(popen.pid)
+        except psutil.NoSuchProcess:
+            return None
+
+    def state(self, node: str) -> ProcessState:
+        process = self._process(node)
+        if process is None:
+            return ProcessState.STOPPED
+        try:
+            status = process.status()
+        except psutil.NoSuchProcess:
+            return ProcessState.STOPPED
+        if status in _GONE:
+            return ProcessState.STOPPED
+        return ProcessState.PAUSED if status in _PAUSED else ProcessState.RUNNING
+
+    def kill(self, node: str) -> None:
+        self.node(node).kill()  # SIGKILL also ends a stopped process
+
+    def stop(self, node: str, timeout: float) -> None:
+        # A stopped process cannot act on SIGTERM until it runs again.
+        if self.state(node) is ProcessState.PAUSED:
+            self.resume(node)
+        self.node(node).stop(timeout)
+
+    def pause(self, node: str) -> None:
+        self._signal_tree(node, "pause", psutil.Process.suspend)
+
+    def resume(self, node: str) -> None:
+        self._signal_tree(node, "resume", psutil.Process.resume)
+
+    def _signal_tree(self, node: str, action: str,
+                     send: Callable[[psutil.Process], None]) -> None:
+        process = self._process(node)
+        if process is None:
+            raise ProcessStateError(f"cannot {action} {node}: it is not running")
+        try:
+            # The node and anything it started, as docker pause freezes the cgroup.
+            for member in [process, *process.children(recursive=True)]:
+                send(member)
+        except psutil.NoSuchProcess as exc:
+            raise ProcessControlError(f"{node} exited during {action}: {exc}") from None
+
+    def start(self, node: str) -> None:
+        state = self.state(node)
+        if state is not ProcessState.STOPPED:
+            raise ProcessStateError(f"cannot start {node}: it is {state.value}")
+        process = self.node(node)
+        try:
+            process.start(self.start_timeout)
+        except NodeStartError as exc:
+            process.kill()
+            raise ProcessControlError(str(exc)) from exc
