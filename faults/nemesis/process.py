@@ -1,0 +1,141 @@
+"""Process faults through a `ProcessControl`: SIGKILL, graceful stop, pause and
+resume, start, restart (the node rejoins with its data), rolling restart.
+
+``nodes`` in an op's value picks the targets (see `targets.select`); resume and start
+default to the nodes this nemesis paused or took down, which is also what ``heal``
+brings back. With a `ClusterView`, restarts wait until the other running nodes see
+the node again, so a rolling restart never has two nodes away at once.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from faults.process import (
+    ProcessControl,
+    ProcessControlError,
+    ProcessState,
+    ProcessStateError,
+)
+
+from . import targets
+from .core import HEAL, Op, option, require
+from .view import ClusterView, wait_seen
+
+Action = Callable[[str], None]
+
+
+class ProcessNemesis:
+    fs = frozenset({"kill", "stop", "pause", "resume", "start", "restart", "rolling-restart",
+                    HEAL})
+
+    def __init__(self, control: ProcessControl, rng: random.Random, *,
+                 view: ClusterView | None = None, stop_timeout: float = 10.0,
+                 rejoin_timeout: float = 30.0) -> None:
+        self.control = control
+        self.rng = rng
+        self.view = view
+        self.stop_timeout = stop_timeout
+        self.rejoin_timeout = rejoin_timeout
+        self.down: set[str] = set()  # killed or stopped by us
+        self.paused: set[str] = set()
+
+    def setup(self) -> None:
+        return None
+
+    def invoke(self, op: Op) -> Op:
+        require(op, self.fs)
+        actions: dict[str, tuple[str, Action]] = {
+            "kill": ("one", self._kill),
+            "stop": ("one", self._stop),
+            "pause": ("one", self._pause),
+            "restart": ("one", self._restart),
+            "rolling-restart": ("all", self._restart),
+        }
+        if op.f == HEAL:
+            return self._heal(op)
+        if op.f == "resume":
+            return self._each(op, self._chosen(op, sorted(self.paused)), self._resume)
+        if op.f == "start":
+            return self._each(op, self._chosen(op, sorted(self.down)), self._start)
+        default, action = actions[op.f]
+        nodes = targets.select(option(op, "nodes", default), self.control.nodes(), self.rng)
+        # A rolling restart stops at the first node that does not come back.
+        return self._each(op, nodes, action, stop_at_failure=op.f == "rolling-restart")
+
+    def teardown(self) -> None:
+        result = self._heal(Op(HEAL))
+        if result.type != "ok":
+            raise ProcessControlError(f"nodes not brought back: {result.error}")
+
+    def _chosen(self, op: Op, default: list[str]) -> list[str]:
+        spec = option(op, "nodes")
+        return default if spec is None else targets.select(spec, self.control.nodes(), self.rng)
+
+    # -- one node -----------------------------------------------------------------------
+
+    def _kill(self, node: str) -> None:
+        self.control.kill(node)
+        self.down.add(node)
+        self.paused.discard(node)
+
+    def _stop(self, node: str) -> None:
+        self.control.stop(node, self.stop_timeout)
+        self.down.add(node)
+        self.paused.discard(node)
+
+    def _pause(self, node: str) -> None:
+        self.control.pause(node)
+        self.paused.add(node)
+
+    def _resume(self, node: str) -> None:
+        self.control.resume(node)
+        self.paused.discard(node)
+
+    def _start(self, node: str) -> None:
+        self.control.start(node)
+        self.down.discard(node)
+
+    def _restart(self, node: str) -> None:
+        self._stop(node)
+        self._start(node)
+        if self.view is not None:
+            observers = [n for n in self.control.nodes()
+                         if self.control.state(n) is ProcessState.RUNNING]
+            missing = wait_seen(self.view, node, observers, self.rejoin_timeout)
+            if missing:
+                raise ProcessControlError(
+                    f"{node} restarted but {missing} did not see it within "
+                    f"{self.rejoin_timeout:g}s")
+
+    # -- many ---------------------------------------------------------------------------
+
+    def _each(self, op: Op, nodes: list[str], action: Action, *,
+              stop_at_failure: bool = False) -> Op:
+        done: list[str] = []
+        failed: dict[str, str] = {}
+        for node in nodes:
+            try:
+                action(node)
+            except (ProcessControlError, ProcessStateError) as exc:
+                failed[node] = str(exc)
+                if stop_at_failure:
+                    break
+                continue
+            done.append(node)
+        value = {"nodes": done, "failed": failed}
+        if not failed:
+            return op.ok(value)
+        if not done:
+            return op.fail(f"{op.f} failed: {failed}", value)
+        return op.info(f"{op.f} failed on some nodes: {failed}", value)
+
+    def _heal(self, op: Op) -> Op:
+        resumed = self._each(op, sorted(self.paused), self._resume)
+        started = self._each(op, sorted(self.down), self._start)
+        value = {"resumed": resumed.value["nodes"], "started": started.value["nodes"]}
+        errors = [part.error for part in (resumed, started) if part.error]
+        if errors:
+            return op.fail("; ".join(errors), value)
+        return op.ok(value)

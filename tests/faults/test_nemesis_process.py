@@ -1,0 +1,117 @@
+"""Process faults against a running 3-node cluster: each changes what the process is
+doing as the kernel reports it (psutil), and the other nodes notice."""
+
+from __future__ import annotations
+
+import random
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from faults.nemesis import Op, ProcessNemesis
+from faults.process import ProcessState
+from tests.faults.cluster_support import LiveCluster, running_cluster, wait_until
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LiveCluster]:
+    with running_cluster(tmp_path) as running:
+        yield running
+
+
+def nemesis_for(cluster: LiveCluster) -> ProcessNemesis:
+    return ProcessNemesis(cluster.control, random.Random(3), view=cluster.view())
+
+
+def pid(cluster: LiveCluster, name: str) -> int:
+    process = cluster.nodes[name].process
+    assert process is not None
+    return process.pid
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_sigkill_ends_the_process_and_a_start_rejoins_as_a_restart(cluster: LiveCluster) -> None:
+    nemesis = nemesis_for(cluster)
+    before = pid(cluster, "n3")
+    assert nemesis.invoke(Op("kill", {"nodes": ["n3"]})).value["nodes"] == ["n3"]
+    assert gone(before) and cluster.control.state("n3") is ProcessState.STOPPED
+    assert cluster.nodes["n3"].process.returncode == -signal.SIGKILL  # type: ignore[union-attr]
+    assert cluster.events("n3", "node_stopped") == []  # no shutdown path ran
+    cluster.wait_views({"n1": {"n1", "n2"}, "n2": {"n1", "n2"}})
+
+    assert nemesis.invoke(Op("start")).value["nodes"] == ["n3"]  # what it took down
+    assert psutil.Process(pid(cluster, "n3")).is_running()
+    cluster.wait_formed()
+    for peer in ("n1", "n2"):
+        returns = [e for e in cluster.events(peer, "peer_up") if e["peer"] == "n3"]
+        assert returns[-1]["restarted"] is True
+        assert cluster.events(peer, "partition_detected") == []
+
+
+def test_a_graceful_stop_runs_the_shutdown_path(cluster: LiveCluster) -> None:
+    nemesis = nemesis_for(cluster)
+    before = pid(cluster, "n2")
+    assert nemesis.invoke(Op("stop", {"nodes": ["n2"]})).type == "ok"
+    assert gone(before)
+    assert cluster.nodes["n2"].process.returncode == 0  # type: ignore[union-attr]
+    assert len(cluster.events("n2", "node_stopped")) == 1
+    cluster.wait_views({"n1": {"n1", "n3"}, "n3": {"n1", "n3"}})
+    assert nemesis.invoke(Op("heal")).value == {"resumed": [], "started": ["n2"]}
+    cluster.wait_formed()
+
+
+def test_pause_stops_the_process_and_resume_reads_as_a_partition(cluster: LiveCluster) -> None:
+    nemesis = nemesis_for(cluster)
+    process = psutil.Process(pid(cluster, "n1"))
+    assert nemesis.invoke(Op("pause", {"nodes": ["n1"]})).type == "ok"
+    assert process.status() == psutil.STATUS_STOPPED  # 'T'
+    assert cluster.control.state("n1") is ProcessState.PAUSED
+    cluster.wait_views({"n2": {"n2", "n3"}, "n3": {"n2", "n3"}})
+    assert process.status() == psutil.STATUS_STOPPED  # still frozen while they noticed
+
+    assert nemesis.invoke(Op("resume")).value["nodes"] == ["n1"]
+    assert process.status() != psutil.STATUS_STOPPED
+    cluster.wait_formed()
+    # Same process, same incarnation: as RabbitMQ, its peers conclude a partition.
+    for peer in ("n2", "n3"):
+        assert [e["peer"] for e in cluster.events(peer, "partition_detected")] == ["n1"]
+        assert not any(e["restarted"] for e in cluster.events(peer, "peer_up"))
+
+
+def test_a_rolling_restart_restarts_every_node_once_and_the_cluster_reforms(
+    cluster: LiveCluster,
+) -> None:
+    pids = {name: pid(cluster, name) for name in cluster.names}
+    result = nemesis_for(cluster).invoke(Op("rolling-restart"))
+    assert result.type == "ok", result.error
+    assert sorted(result.value["nodes"]) == cluster.names
+    for name in cluster.names:
+        assert gone(pids[name]) and pid(cluster, name) != pids[name]
+        assert len(cluster.events(name, "node_stopped")) == 1
+    cluster.wait_formed()
+    for observer in cluster.names:
+        for peer in cluster.names:
+            if peer != observer:
+                returns = [e for e in cluster.events(observer, "peer_up") if e["peer"] == peer]
+                assert any(e["restarted"] for e in returns), (observer, peer)
+
+
+def test_heal_brings_back_every_node_it_took_down_or_paused(cluster: LiveCluster) -> None:
+    nemesis = nemesis_for(cluster)
+    nemesis.invoke(Op("kill", {"nodes": ["n1"]}))
+    nemesis.invoke(Op("pause", {"nodes": ["n2"]}))
+    wait_until(lambda: cluster.running("n3") == {"n3"}, "n3 to lose both")
+    healed = nemesis.invoke(Op("heal"))
+    assert healed.value == {"resumed": ["n2"], "started": ["n1"]}
+    assert all(cluster.control.state(n) is ProcessState.RUNNING for n in cluster.names)
+    cluster.wait_formed()
+    nemesis.teardown()  # nothing left to bring back
