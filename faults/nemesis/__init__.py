@@ -1,7 +1,9 @@
 """Nemeses: faults a run injects and ends (SPEC §3.2)."""
 
 from . import grudges
+from .admin import PolicyNemesis
 from .core import HEAL, Compose, InvalidOp, Nemesis, NoopNemesis, Op, UnsupportedOp
+from .links import LinkNemesis
 from .partition import PartitionNemesis
 from .process import ProcessNemesis
 from .view import ClusterView, ManagementView
@@ -11,11 +13,13 @@ __all__ = [
     "ClusterView",
     "Compose",
     "InvalidOp",
+    "LinkNemesis",
     "ManagementView",
     "Nemesis",
     "NoopNemesis",
     "Op",
     "PartitionNemesis",
+    "PolicyNemesis",
     "ProcessNemesis",
     "UnsupportedOp",
     "grudges",

@@ -24,6 +24,7 @@ from faults.topology import Topology
 
 from . import grudges
 from .core import HEAL, InvalidOp, Op, option, require
+from .healing import heal_links
 
 Mode = Literal["black-hole", "reset"]
 MODES: tuple[Mode, ...] = ("black-hole", "reset")
@@ -112,19 +113,8 @@ class PartitionNemesis:
     # -- heal ---------------------------------------------------------------------------
 
     def _heal(self, op: Op) -> Op:
-        healed: dict[str, str] = {}
-        failed: dict[str, str] = {}
-        for name, cut in sorted(self.cuts.items()):
-            link = self.topology.link(name)
-            try:
-                outcome = self.verifier.heal(self.topology.spec(link), toxics=cut.toxics,
-                                             enable=cut.disabled)
-            except HealError as exc:
-                failed[name] = exc.reason
-                continue
-            healed[name] = outcome.method
+        faults = {name: (cut.toxics, cut.disabled) for name, cut in self.cuts.items()}
+        result, healed = heal_links(op, self.verifier, self.topology, faults)
+        for name in healed:
             del self.cuts[name]
-        value = {"healed": healed, "unhealed": failed}
-        if failed:
-            return op.fail(f"links not healed: {failed}", value)
-        return op.ok(value)
+        return result
