@@ -2,10 +2,13 @@
 
 from . import grudges
 from .admin import PolicyNemesis
+from .combined import combined_nemesis
 from .core import HEAL, Compose, InvalidOp, Nemesis, NoopNemesis, Op, UnsupportedOp
 from .links import LinkNemesis
 from .partition import PartitionNemesis
 from .process import ProcessNemesis
+from .runner import Record, UnhealedError, run_schedule
+from .schedule import ScheduleConfig, Step, plan
 from .view import ClusterView, ManagementView
 
 __all__ = [
@@ -21,6 +24,13 @@ __all__ = [
     "PartitionNemesis",
     "PolicyNemesis",
     "ProcessNemesis",
+    "Record",
+    "ScheduleConfig",
+    "Step",
+    "UnhealedError",
     "UnsupportedOp",
+    "combined_nemesis",
     "grudges",
+    "plan",
+    "run_schedule",
 ]

@@ -91,6 +91,8 @@ def resolve(spec: Mapping[str, Any], nodes: Sequence[str], rng: random.Random) -
     if kind == "grudge":
         raise InvalidOp("a partition of kind 'grudge' needs the grudge")
     ordered = sorted(nodes)
+    if len(ordered) < 2:
+        raise InvalidOp(f"a partition needs at least two nodes, got {ordered}")
     if kind == "isolate":
         return isolate(_node(spec, "node", ordered, rng), ordered)
     if kind == "one-way":

@@ -1,0 +1,43 @@
+"""The combined random nemesis: every kind of fault the cluster allows, as one
+nemesis, each part with its own random stream derived from the run's root seed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from faults.client import HealVerifier, ToxiproxyClient
+from faults.management import Management
+from faults.process import ProcessControl
+from faults.topology import Topology
+from faults.toxiproxy.rng import stream
+
+from .admin import PolicyNemesis
+from .core import Compose, Nemesis
+from .links import LinkNemesis
+from .partition import PartitionNemesis
+from .process import ProcessNemesis
+from .view import ClusterView
+
+
+def combined_nemesis(seed: int, *, control: ProcessControl | None = None,
+                     view: ClusterView | None = None, client: ToxiproxyClient | None = None,
+                     topology: Topology | None = None, verifier: HealVerifier | None = None,
+                     management: Mapping[str, Management] | None = None) -> Compose:
+    """The parts the given pieces allow: process faults with ``control``, link faults
+    and partitions with ``client`` and ``topology``, policy faults with
+    ``management``. Heal order: processes, policies, link degradation, partitions,
+    so that links are verified healed to nodes that are running again."""
+    parts: list[Nemesis] = []
+    if control is not None:
+        parts.append(ProcessNemesis(control, stream(seed, "nemesis", "process"), view=view))
+    if management is not None:
+        parts.append(PolicyNemesis(management, stream(seed, "nemesis", "admin")))
+    if client is not None and topology is not None:
+        verifier = verifier or HealVerifier(client)
+        parts.append(LinkNemesis(client, topology, verifier=verifier))
+        parts.append(PartitionNemesis(client, topology, stream(seed, "nemesis", "partition"),
+                                      verifier=verifier))
+    if not parts:
+        raise ValueError("a combined nemesis needs process control, toxiproxy and a "
+                         "topology, or management endpoints")
+    return Compose(parts)
