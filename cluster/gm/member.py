@@ -228,9 +228,9 @@ class GroupMember:
     def _adopt(self, senders: Mapping[MemberId, SenderSnapshot]) -> None:
         """First catch-up of a joiner: start from the left-hand neighbour's state."""
         self._senders = {sender: SenderState.restore(snap) for sender, snap in senders.items()}
-        # Broadcasts sent under a view that already held us were meant for us; they are
-        # here (rather than coming as activity) only if the member that should have
-        # caught us up first died before it could.
+        # Broadcasts sent under a view that already held us are ours to deliver; they
+        # are here rather than in activity only if the member that should have caught
+        # us up died before it could.
         for sender, state in self._senders.items():
             for pub in state.pending:
                 if pub.view >= self._join_version:
@@ -261,7 +261,7 @@ class GroupMember:
             mine = self._senders.setdefault(sender, SenderState())
             if view.owner_of(sender) == self.me:
                 # Ours to absorb: whatever reached our left-hand neighbour has been round.
-                mine.last_ack = max(mine.last_ack, theirs.last_ack)
+                mine.ack(theirs.last_ack)
                 entries.append(Entry(sender, list(theirs.pending), NO_ACK))
             else:
                 # Our left-hand neighbour is upstream of us for this sender: it saw every
@@ -294,22 +294,18 @@ class GroupMember:
         if pubs:
             state.pending.extend(pubs)
             state.last_pub = pubs[-1].seq
-            sender = entry.sender
-            self._deliveries.extend((sender, pub.payload) for pub in pubs)
-        ack = entry.ack
-        if ack > state.last_ack:
-            state.drop_upto(ack)
-            state.last_ack = ack
-        else:
-            ack = NO_ACK
+            # Broadcasts sent before the sender knew of us are passed on, not delivered:
+            # we deliver exactly those sent under a view that held us.
+            sender, joined = entry.sender, self._join_version
+            self._deliveries.extend((sender, pub.payload) for pub in pubs if pub.view >= joined)
+        ack = entry.ack if state.ack(entry.ack) else NO_ACK
         if pubs or ack != NO_ACK:
             self._emit(entry.sender, pubs, ack)
 
     def _absorb(self, entry: Entry, state: SenderState) -> None:
         """Our own broadcasts (or a dead sender's we inherited) coming back round: they
         have reached everyone, so ack them; acks coming back end their round."""
-        if entry.ack > state.last_ack:
-            state.last_ack = entry.ack
+        state.ack(entry.ack)
         if not entry.pubs:
             return
         top = entry.pubs[-1].seq

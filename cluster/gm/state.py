@@ -10,7 +10,8 @@ from cluster.gm.messages import NO_ACK, Pub, SenderSnapshot
 
 @dataclass(slots=True)
 class SenderState:
-    # Seqs strictly increase from left to right and every pending seq is above last_ack.
+    # Seqs strictly increase from left to right, every pending seq is above last_ack,
+    # and last_pub >= last_ack: an ack for a broadcast means it has been seen.
     pending: deque[Pub] = field(default_factory=deque)
     last_pub: int = NO_ACK
     last_ack: int = NO_ACK
@@ -21,6 +22,15 @@ class SenderState:
 
     def snapshot(self) -> SenderSnapshot:
         return SenderSnapshot(tuple(self.pending), self.last_pub, self.last_ack)
+
+    def ack(self, seq: int) -> bool:
+        """Apply an ack for every broadcast up to ``seq``; False if it was no news."""
+        if seq <= self.last_ack:
+            return False
+        self.last_ack = seq
+        self.last_pub = max(self.last_pub, seq)
+        self.drop_upto(seq)
+        return True
 
     def drop_upto(self, seq: int) -> None:
         pending = self.pending

@@ -57,10 +57,8 @@ class View:
                 while self.members[(i + step) % n] in gone:
                     step += 1
                 heir_of_gone[member] = self.members[(i + step) % n]
-        aliases = tuple(
-            (d, heir_of_gone.get(h, h)) for d, h in self.aliases
-        ) + tuple(heir_of_gone.items())
-        return View(self.version + 1, alive, aliases)
+        inherited = tuple((dead, heir_of_gone.get(heir, heir)) for dead, heir in self.aliases)
+        return View(self.version + 1, alive, inherited + tuple(heir_of_gone.items()))
 
     @cached_property
     def _index(self) -> Mapping[MemberId, int]:
