@@ -250,26 +250,18 @@ class GroupMember:
             self._publish(unsent)
 
     def _catch_up(self, senders: Mapping[MemberId, SenderSnapshot]) -> None:
-        """A catch-up from a new left-hand neighbour: replay, as if it came as activity,
-        whatever it has seen that we have not, and the acks it has seen that we have not
-        (gm.erl's find_prefix_common_suffix, done on seqs)."""
+        """A catch-up from a new left-hand neighbour, replayed as if it were activity:
+        every broadcast it holds (those we have seen are skipped, those we own are
+        absorbed) and an ack for whatever it saw and no longer holds (gm.erl's
+        find_prefix_common_suffix, done on seqs). That is sound because, for every
+        sender, broadcasts and acks reach our left-hand neighbour before us, and it
+        drops a broadcast only on its ack."""
         assert self._senders is not None
-        view = self._current_view()
-        entries: list[Entry] = []
+        entries = []
         for sender in {**senders, **self._senders}:
             theirs = senders.get(sender, BLANK)
-            mine = self._senders.setdefault(sender, SenderState())
-            if view.owner_of(sender) == self.me:
-                # Ours to absorb: whatever reached our left-hand neighbour has been round.
-                mine.ack(theirs.last_ack)
-                entries.append(Entry(sender, list(theirs.pending), NO_ACK))
-            else:
-                # Our left-hand neighbour is upstream of us for this sender: it saw every
-                # broadcast and every ack before we could, and it dropped a broadcast only
-                # on its ack.
-                fresh = [pub for pub in theirs.pending if pub.seq > mine.last_pub]
-                acked = theirs.pending[0].seq - 1 if theirs.pending else theirs.last_pub
-                entries.append(Entry(sender, fresh, acked))
+            acked = theirs.pending[0].seq - 1 if theirs.pending else theirs.last_pub
+            entries.append(Entry(sender, list(theirs.pending), acked))
         self._apply(entries)
 
     # -- activity -------------------------------------------------------------------
@@ -289,7 +281,7 @@ class GroupMember:
     def _pass_on(self, entry: Entry, state: SenderState) -> None:
         pubs = entry.pubs
         if pubs and pubs[0].seq <= state.last_pub:
-            # Seen already (a catch-up may re-send): never deliver twice.
+            # Seen already (a catch-up replays all its sender holds): never twice.
             pubs = [pub for pub in pubs if pub.seq > state.last_pub]
         if pubs:
             state.pending.extend(pubs)
