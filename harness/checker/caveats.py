@@ -1,0 +1,173 @@
+"""Why a confirmed message may be gone: the documented caveats, tested against the record.
+
+A loss is a caveat only when one of these preconditions holds in the harness's record
+(SPEC §4.3, seed 004); otherwise it is a violation:
+
+``unsynchronised-promotion``
+    The master failed while holding the message and the mirror promoted in its place
+    did not hold it: every surviving mirror had joined after the publish and no sync
+    completed in between ("messages that only the master held will be lost").
+``transient-no-replica``
+    The message was transient (not persistent, or its queue not durable) and every
+    replica that held it failed ("loss of non-persistent messages").
+``master-down-at-drain``
+    Its only copy is on the disk of a queue master that the record shows still down at
+    the drain: unavailable rather than lost ("the loss of a node will render its queues
+    unavailable").
+``partition-split-brain``
+    A network partition overlapped its life under ``ignore`` or ``autoheal`` partition
+    handling ("it will not cope seamlessly with network partitions").
+``no-ack-in-flight``
+    A no-ack consumer of its queue lost its connection, was cancelled by the broker, or
+    its node or the queue's master failed, after the publish ("messages in flight to
+    noAck consumers may never be received").
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from harness.checker.membership import Change, Outcome, Replay, changes_from
+from harness.checker.timeline import Timeline
+from harness.history.model import (
+    CRASH_FAULTS,
+    PARTITION_FAULT,
+    SHUTDOWN_FAULTS,
+    Header,
+)
+
+_SPLIT_BRAIN_HANDLING = frozenset({"ignore", "autoheal"})
+_BREAKING_FAULTS = CRASH_FAULTS | SHUTDOWN_FAULTS | {PARTITION_FAULT}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The rules' answer for one lost message."""
+
+    caveat: str | None  # None: a violation
+    explanation: str
+
+
+class LossRules:
+    def __init__(self, header: Header, timeline: Timeline) -> None:
+        self.header = header
+        self.timeline = timeline
+        self.t0 = header.time
+        faults = timeline.faults()
+        self.changes: list[Change] = changes_from(faults, timeline.syncs, header.nodes,
+                                                  header.partition_handling)
+        self._change_times = [c.time for c in self.changes]
+        self._partitions = [f for f in faults if f.applied and f.kind == PARTITION_FAULT]
+        self._breaks: dict[str, list[float]] = {}
+        points = set(self._change_times)
+        for f in faults:
+            points.add(f.start)
+            if f.end is not None:
+                points.add(f.end)
+        for session in timeline.sessions:
+            points.update(session.broken)
+        self._boundaries = sorted(points)
+        self._cache: dict[tuple[str, bool, float, int], Verdict] = {}
+
+    def explain(self, queue: str, published: float, transient: bool, until: float) -> Verdict:
+        """Why a message published to ``queue`` at ``published`` and confirmed may be
+        missing from the drain that ended at ``until``."""
+        # Every rule compares ``published`` with record times only, so messages published
+        # between the same two record times share the answer.
+        key = (queue, transient, until, bisect.bisect_right(self._boundaries, published))
+        verdict = self._cache.get(key)
+        if verdict is None:
+            verdict = self._cache[key] = self._explain(queue, published, transient, until)
+        return verdict
+
+    def _explain(self, queue: str, published: float, transient: bool, until: float) -> Verdict:
+        outcome = self._replay(queue, published, transient, until)
+        if outcome.cause is not None:
+            assert outcome.change is not None
+            return Verdict(outcome.cause, self._cause_text(outcome))
+        partition = next((f for f in self._partitions if f.overlaps(published, until)), None)
+        if partition is not None and self.header.partition_handling in _SPLIT_BRAIN_HANDLING:
+            return Verdict("partition-split-brain",
+                           f"partition {partition.id} overlapped its life under "
+                           f"{self.header.partition_handling} partition handling")
+        broken = next((t for t in self._broken_points(queue) if published < t <= until), None)
+        if broken is not None:
+            return Verdict("no-ack-in-flight",
+                           f"a no-ack consumer of {queue} may have had it in flight when its "
+                           f"connection or a node broke at {self._at(broken)}")
+        if not outcome.holders and outcome.on_disk_of is not None:
+            return Verdict("master-down-at-drain",
+                           f"its only copy is on the disk of {outcome.on_disk_of}, the queue's "
+                           "master, which the record shows down at the drain")
+        if outcome.holders:
+            text = ("confirmed but never delivered; by the record it should still be held by "
+                    + ", ".join(outcome.holders))
+        else:
+            text = "confirmed but never delivered; no documented cause in the record"
+        return Verdict(None, text)
+
+    def _replay(self, queue: str, published: float, transient: bool, until: float) -> Outcome:
+        replay = Replay(self.header.queue(queue), self.header.nodes)
+        changes = self.changes
+        split = bisect.bisect_right(self._change_times, published)
+        for change in changes[:split]:
+            replay.apply(change)
+        replay.track(transient)
+        for change in changes[split:]:
+            if change.time > until:
+                break
+            replay.apply(change)
+        return replay.outcome()
+
+    def _cause_text(self, outcome: Outcome) -> str:
+        change = outcome.change
+        assert change is not None
+        what = f"fault {change.fault.id} ({change.fault.kind})" if change.fault else "a change"
+        if outcome.cause == "unsynchronised-promotion":
+            return (f"the master failed at {self._at(change.time)} in {what} and the mirror "
+                    "promoted in its place had joined after the publish, with no sync "
+                    "completed since")
+        return (f"a transient message whose last replica failed at {self._at(change.time)} "
+                f"in {what}")
+
+    def _broken_points(self, queue: str) -> list[float]:
+        """Moments a no-ack delivery from ``queue`` may have been dropped in flight."""
+        points = self._breaks.get(queue)
+        if points is not None:
+            return points
+        masters = self._masters(queue)
+        found: list[float] = []
+        for session in self.timeline.sessions:
+            if session.queue != queue or session.mode != "no-ack":
+                continue
+            found.extend(session.broken)
+            end = session.end if session.end is not None else float("inf")
+            for f in self.timeline.faults():
+                if not f.applied or f.kind not in _BREAKING_FAULTS or not (
+                        session.start <= f.start <= end):
+                    continue
+                master = _master_at(masters, f.start)
+                if session.node in f.targets or master in f.targets:
+                    found.append(f.start)
+        points = self._breaks[queue] = sorted(found)
+        return points
+
+    def _masters(self, queue: str) -> list[tuple[float, str]]:
+        replay = Replay(self.header.queue(queue), self.header.nodes)
+        for change in self.changes:
+            replay.apply(change)
+        return replay.masters
+
+    def _at(self, time: float) -> str:
+        return f"{time - self.t0:.3f} s"
+
+
+def _master_at(masters: list[tuple[float, str]], time: float) -> str:
+    """The master just before ``time`` (a fault at ``time`` hits the master it found)."""
+    current = masters[0][1]
+    for since, node in masters:
+        if since >= time:
+            break
+        current = node
+    return current

@@ -1,0 +1,265 @@
+"""Which nodes hold a queue's copy of a message, replayed from the harness's record.
+
+An I/O-free model of the mirrored queue's documented behaviour (SPEC §2.3, seed 004),
+fed only with what the harness did (crashes, stops, restarts, partitions under
+``pause_minority``, policy changes, syncs) and with node-reported completed syncs, which
+can only make the model stricter. The broker's own claims about promotions or mirrors
+are never used: a broker that lies about them must not be able to excuse a loss.
+
+For one message the replay starts at its publish: every member then holds it. A mirror
+that joins later starts empty and holds it only after a sync completes while the master
+holds it. When the master fails the eldest surviving mirror is promoted (unless the
+policy says ``when-synced`` and it is not synchronised); if the master held the message
+and the promoted mirror does not, the message is gone by design.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from harness.checker.result import Fault
+from harness.history.model import (
+    CRASH_FAULTS,
+    PARTITION_FAULT,
+    SHUTDOWN_FAULTS,
+    QueueConfig,
+)
+
+FAIL, JOIN, FORGET, SYNC, POLICY = "fail", "join", "forget", "sync", "policy"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One membership-relevant moment of the record."""
+
+    time: float
+    kind: str
+    nodes: tuple[str, ...] = ()
+    shutdown: bool = False  # a graceful stop: ha-promote-on-shutdown applies
+    queue: str | None = None  # sync/policy: only this queue
+    pattern: str | None = None  # policy: queues whose name matches
+    definition: Mapping[str, Any] | None = None  # policy: None restores the previous one
+    fault: Fault | None = None
+
+    def applies_to(self, queue: str) -> bool:
+        if self.queue is not None:
+            return self.queue == queue
+        return self.pattern is None or re.match(self.pattern, queue) is not None
+
+
+def changes_from(faults: Iterable[Fault], syncs: Iterable[tuple[float, str]],
+                 nodes: tuple[str, ...], partition_handling: str) -> list[Change]:
+    """The record's membership changes in time order."""
+    changes: list[Change] = []
+    for f in faults:
+        if not f.applied:
+            continue
+        back = f.end is not None and not f.heal_failed
+        down: tuple[str, ...] = ()
+        if f.kind in CRASH_FAULTS or f.kind in SHUTDOWN_FAULTS:
+            down = f.targets
+        elif f.kind == PARTITION_FAULT and partition_handling == "pause_minority":
+            down = paused_minority(f, nodes)
+        elif f.kind == "forget":
+            changes.append(Change(f.start, FORGET, f.targets, fault=f))
+        elif f.kind == "sync" and back:
+            assert f.end is not None
+            changes.append(Change(f.end, SYNC, queue=f.detail.get("queue"), fault=f))
+        elif f.kind == "policy":
+            queue, pattern = f.detail.get("queue"), f.detail.get("pattern")
+            changes.append(Change(f.start, POLICY, queue=queue, pattern=pattern,
+                                  definition=f.detail["definition"], fault=f))
+            if back:
+                assert f.end is not None
+                changes.append(Change(f.end, POLICY, queue=queue, pattern=pattern,
+                                      definition=f.detail.get("restored"), fault=f))
+        if down:
+            changes.append(Change(f.start, FAIL, down, f.kind in SHUTDOWN_FAULTS, fault=f))
+            if back:
+                assert f.end is not None
+                changes.append(Change(f.end, JOIN, down, fault=f))
+    changes.extend(Change(t, SYNC, queue=q) for t, q in syncs)
+    changes.sort(key=lambda c: c.time)
+    return changes
+
+
+def paused_minority(fault: Fault, nodes: tuple[str, ...]) -> tuple[str, ...]:
+    """Nodes that stop under ``pause_minority``: those that hear at most half the cluster.
+
+    The partition is the fault's ``grudge`` (node -> nodes it cannot hear), or without
+    one, its targets cut off from the other nodes.
+    """
+    grudge: Mapping[str, list[str]] = fault.detail.get("grudge") or {}
+    if not grudge:
+        inside = set(fault.targets)
+        grudge = {n: [m for m in nodes if (m in inside) != (n in inside)] for n in nodes}
+    half = len(nodes) / 2
+    return tuple(n for n in nodes if len(nodes) - len(set(grudge.get(n, ())) - {n}) <= half)
+
+
+def covers(policy: Mapping[str, Any], node: str, members: list[str]) -> bool:
+    """Whether the policy places a mirror on ``node`` when it (re)joins ``members``."""
+    mode = policy.get("ha-mode")
+    params = policy.get("ha-params")
+    if mode == "all":
+        return True
+    if mode == "nodes":
+        return isinstance(params, list) and node in params
+    if mode == "exactly":
+        return isinstance(params, int) and len(members) < params
+    return False  # not mirrored: the queue lives on its master alone
+
+
+def kept_by(policy: Mapping[str, Any], members: list[str]) -> list[str]:
+    """The members a new policy keeps; the master always stays (SPEC §2.3)."""
+    params = policy.get("ha-params")
+    if policy.get("ha-mode") == "exactly" and isinstance(params, int):
+        return members[:max(params, 1)]
+    return members[:1] + [m for m in members[1:] if covers(policy, m, [])]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Where a message stands at the end of the record."""
+
+    holders: tuple[str, ...]  # nodes that should still hold it
+    on_disk_of: str | None = None  # a down master that holds it on disk
+    cause: str | None = None  # the documented reason it is gone, if it is
+    change: Change | None = None  # the moment it went
+
+
+class Replay:
+    """A queue's membership, replayed change by change; optionally one message's
+    holders from its publish on."""
+
+    def __init__(self, config: QueueConfig, nodes: tuple[str, ...]) -> None:
+        self.name = config.name
+        self.nodes = nodes
+        self.members = list(config.members)
+        self.synced = set(self.members)
+        self.policy: Mapping[str, Any] = dict(config.policy)
+        self.previous: dict[str, Mapping[str, Any]] = {}  # policy fault id -> replaced policy
+        self.forgotten: set[str] = set()
+        self.dead: set[str] = set()
+        self.down_master: str | None = None
+        self.waiting: list[str] = []  # mirrors left behind while the queue is down
+        self.holders: set[str] | None = None
+        self.transient = False
+        self.on_disk = False
+        self.cause: str | None = None
+        self.cause_change: Change | None = None
+        self.masters: list[tuple[float, str]] = [(float("-inf"), self.members[0])]
+
+    def track(self, transient: bool) -> None:
+        """From now on, follow one message published now."""
+        self.holders = set(self.members)
+        self.transient = transient
+
+    def outcome(self) -> Outcome:
+        holders = tuple(m for m in self.members if self.holders and m in self.holders)
+        disk = self.down_master if self.on_disk else None
+        return Outcome(holders, disk, self.cause, self.cause_change)
+
+    def apply(self, change: Change) -> None:
+        if change.kind == FAIL:
+            self._fail(change)
+        elif change.kind == FORGET:
+            self.forgotten.update(change.nodes)
+            self._fail(change)
+        elif change.kind == JOIN:
+            self._join(change)
+        elif change.kind == SYNC and change.applies_to(self.name):
+            self._sync()
+        elif change.kind == POLICY and change.applies_to(self.name):
+            self._policy(change)
+
+    def _lose(self, cause: str, change: Change) -> None:
+        if self.cause is None:
+            self.cause, self.cause_change = cause, change
+
+    def _fail(self, change: Change) -> None:
+        dead = set(change.nodes)
+        self.dead |= dead
+        if not self.members:
+            self.waiting = [w for w in self.waiting if w not in dead]
+            return
+        master = self.members[0]
+        survivors = [m for m in self.members if m not in dead]
+        holders = self.holders
+        if master not in dead:
+            self.members = survivors
+            self.synced -= dead
+            if holders is not None:
+                holders -= dead
+            return
+        held = holders is not None and master in holders
+        key = "ha-promote-on-shutdown" if change.shutdown else "ha-promote-on-failure"
+        mode = self.policy.get(key, "when-synced" if change.shutdown else "always")
+        heir = survivors[0] if survivors else None
+        if heir is not None and (mode == "always" or heir in self.synced
+                                 or (holders is not None and heir in holders)):
+            self.members = survivors
+            self.synced &= set(survivors)
+            self.masters.append((change.time, heir))
+            if holders is not None:
+                if held and heir not in holders:
+                    self._lose("unsynchronised-promotion", change)
+                    holders.clear()  # the queue is now the heir's copy
+                else:
+                    holders -= dead
+            return
+        # no mirror may take over: the queue is down until its master returns
+        self.down_master, self.waiting, self.members = master, survivors, []
+        if holders is not None:
+            self.on_disk = held and not self.transient
+            if held and self.transient:
+                self._lose("transient-no-replica", change)
+            holders.clear()
+
+    def _join(self, change: Change) -> None:
+        back = [n for n in change.nodes if n not in self.forgotten]
+        self.dead -= set(back)
+        if not self.members:
+            master = self.down_master
+            if master is None or master not in back:
+                return  # mirrors wait for the master of a down queue
+            self.members = [master, *self.waiting]
+            self.synced = {master}
+            self.masters.append((change.time, master))
+            if self.holders is not None and self.on_disk:
+                self.holders.add(master)  # a durable queue's persistent messages reload
+            self.down_master, self.waiting, self.on_disk = None, [], False
+        for node in back:
+            if node not in self.members and covers(self.policy, node, self.members):
+                self.members.append(node)  # empty and unsynchronised
+
+    def _sync(self) -> None:
+        if not self.members:
+            return
+        self.synced = set(self.members)
+        if self.holders is not None and self.members[0] in self.holders:
+            self.holders.update(self.members)
+
+    def _policy(self, change: Change) -> None:
+        fid = change.fault.id if change.fault is not None else ""
+        if fid in self.previous:  # the fault's end: its definition, or the one it replaced
+            replaced = self.previous.pop(fid)
+            self.policy = dict(change.definition) if change.definition else replaced
+        else:
+            self.previous[fid] = self.policy
+            self.policy = dict(change.definition or {})
+        if not self.members:
+            return
+        kept = kept_by(self.policy, self.members)
+        dropped = set(self.members) - set(kept)
+        self.members = kept
+        self.synced -= dropped
+        if self.holders is not None:
+            self.holders -= dropped
+        for node in self.nodes:
+            if node not in self.members and node not in self.dead and node not in (
+                    self.forgotten) and covers(self.policy, node, self.members):
+                self.members.append(node)

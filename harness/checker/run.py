@@ -1,0 +1,98 @@
+"""The shared state of one pass over a history: the ledger and the timeline.
+
+Checkers see each event *before* the run applies it, so "the state" a checker reads is
+that of everything earlier (e.g. how many times this message was delivered before now).
+``Run.log`` is the ledger entry of the event's message, looked up once per event for
+every checker (None when the event has no message or it was never published before).
+Lines that contradict earlier ones are :class:`InconsistentHistory`: the producer's
+fault, like a malformed line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from harness.checker.ledger import ACKED, CONFIRMED, FAILED, INFO, NACKED, Ledger, ProducerLog
+from harness.checker.timeline import Timeline
+from harness.history.errors import InconsistentHistory
+from harness.history.model import NODE_OPS, Event, Header
+from harness.history.reader import TornLine
+
+_OUTCOME_FLAGS = {("confirm", "ok"): CONFIRMED, ("confirm", "fail"): NACKED,
+                  ("confirm", "info"): INFO, ("publish", "fail"): FAILED,
+                  ("publish", "info"): INFO}
+
+
+class Run:
+    def __init__(self, header: Header, source: str) -> None:
+        self.header = header
+        self.source = source
+        self.ledger = Ledger()
+        self.timeline = Timeline(source)
+        self.log: ProducerLog | None = None
+        # set by the pass as it goes and when it reaches the end
+        self.events = 0
+        self.first: float | None = None
+        self.last: float | None = None
+        self.first_publish: float | None = None
+        self.torn: TornLine | None = None
+        self._durable = {name: q.durable for name, q in header.queues.items()}
+
+    def appliers(self) -> dict[str, Callable[[Event], None]]:
+        """Op -> how the run's state takes in an event of that op."""
+        timeline = self.timeline
+        table: dict[str, Callable[[Event], None]] = {
+            "publish": self._publish, "confirm": self._outcome, "deliver": self._deliver,
+            "get": self._get, "ack": self._ack, "nack": timeline.requeue,
+            "reject": timeline.requeue, "recover": timeline.requeue,
+            "consume": timeline.consume, "cancel": timeline.cancel,
+            "connect": timeline.connect, "disconnect": timeline.disconnect,
+            "drain": timeline.drain, "fault-start": timeline.fault_start,
+            "fault-end": timeline.fault_end,
+        }
+        table.update((op, timeline.node_report) for op in NODE_OPS)
+        return table
+
+    def _publish(self, ev: Event) -> None:
+        if ev.type != "invoke":
+            self._outcome(ev)
+            return
+        queue = ev.queue
+        assert queue is not None
+        durable = self._durable.get(queue, True)
+        transient = not durable or not ev.get("persistent", self.header.persistent)
+        if not self.ledger.attempt(ev, self.ledger.queue_index(queue), transient):
+            raise InconsistentHistory(self.source, ev.line, "msg",
+                                      "an id no earlier publish used", ev.msg)
+        if self.first_publish is None:
+            self.first_publish = ev.time
+
+    def _outcome(self, ev: Event) -> None:
+        flag = _OUTCOME_FLAGS.get((ev.op, ev.type))
+        if flag is None:
+            return
+        log = self.log
+        if log is None:
+            raise InconsistentHistory(self.source, ev.line, "msg",
+                                      f"the id of a message published earlier (for {ev.op})",
+                                      ev.msg)
+        log.flags[ev.seq] |= flag
+
+    def _deliver(self, ev: Event) -> None:
+        log = self.log
+        if log is not None:
+            count = log.count[ev.seq]
+            if count < 255:  # saturating: "more than once" is what matters
+                log.count[ev.seq] = count + 1
+        self.timeline.consumed(ev)
+
+    def _get(self, ev: Event) -> None:
+        if ev.msg is not None:
+            self._deliver(ev)
+        elif ev.type == "info" and ev.mode == "no-ack" and ev.queue is not None:
+            self.timeline.lost_no_ack_get(ev)
+
+    def _ack(self, ev: Event) -> None:
+        log = self.log
+        if ev.type != "fail" and log is not None:
+            log.flags[ev.seq] |= ACKED
