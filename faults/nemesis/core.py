@@ -21,6 +21,9 @@ HEAL = "heal"  # every nemesis takes it: end every fault it started
 
 @dataclass(frozen=True)
 class Op:
+    """What to do (``f``) and with what (``value``); invoked as ``invoke``, completed
+    as ``ok``, ``fail`` or ``info`` with ``value`` saying what was done."""
+
     f: str
     value: Any = None
     type: OpType = "invoke"
@@ -36,12 +39,6 @@ class Op:
     def info(self, error: str, value: Any = None) -> Op:
         return replace(self, type="info", error=error,
                        value=self.value if value is None else value)
-
-    def to_json(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"f": self.f, "type": self.type, "value": self.value}
-        if self.error is not None:
-            record["error"] = self.error
-        return record
 
 
 class UnsupportedOp(ValueError):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +19,7 @@ from faults.management import Management
 from faults.nemesis.view import ManagementView
 from faults.process import LocalProcesses
 from faults.topology import NodeAddress, Topology
-from harness.process_node import NodeProcess, free_port
+from harness.process_node import NodeProcess
 
 TICK = 0.2  # heartbeats every 0.2 s; a peer is down after 4 missed ticks
 SEED = 20240611
@@ -72,6 +73,19 @@ class LiveCluster:
         self.wait_views({name: everyone for name in self.nodes}, timeout)
 
 
+@contextlib.contextmanager
+def reserved_ports(count: int) -> Iterator[list[int]]:
+    """Distinct free ports, held (bound) until the block ends."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        yield [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
 def _start_all(nodes: Sequence[NodeProcess]) -> None:
     with ThreadPoolExecutor(len(nodes)) as pool:
         for future in [pool.submit(node.start) for node in nodes]:
@@ -85,11 +99,15 @@ def running_cluster(tmp_path: Path, names: Sequence[str] = ("n1", "n2", "n3"),
     is stopped at the end, whatever the test did to it."""
     with find_toxiproxy(SEED) as handle:
         client = handle.client()
-        nodes = {name: NodeProcess(name, tmp_path / name, cluster_port=free_port(), tick=TICK)
-                 for name in names}
-        addresses = [NodeAddress(n, node.host, node.cluster_port or 0, node.amqp_port)
-                     for n, node in nodes.items()]
-        topology = Topology.create(client, addresses, clients=clients)
+        with reserved_ports(3 * len(names)) as ports:
+            nodes = {name: NodeProcess(name, tmp_path / name, amqp_port=ports[3 * i],
+                                       mgmt_port=ports[3 * i + 1], cluster_port=ports[3 * i + 2],
+                                       tick=TICK)
+                     for i, name in enumerate(names)}
+            addresses = [NodeAddress(n, node.host, node.cluster_port or 0, node.amqp_port)
+                         for n, node in nodes.items()]
+            # Made while the nodes' ports are held, so no proxy can be given one of them.
+            topology = Topology.create(client, addresses, clients=clients)
         try:
             for name, node in nodes.items():
                 node.peers = topology.peers(name)

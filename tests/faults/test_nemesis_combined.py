@@ -20,6 +20,7 @@ from faults.nemesis import (
     Op,
     ProcessNemesis,
     ScheduleConfig,
+    UnsupportedOp,
     combined_nemesis,
     plan,
     run_schedule,
@@ -104,6 +105,20 @@ def test_a_step_that_raises_still_ends_with_the_final_heal() -> None:
     with pytest.raises(InvalidOp):  # the schedule names nodes this control does not run
         run_schedule(nemesis, steps, on_record=lambda record: seen.append(record.completed))
     assert seen == [Op(HEAL, [{"resumed": [], "started": []}], "ok")]
+
+
+def test_composition_routes_each_op_to_the_nemesis_that_handles_it() -> None:
+    def processes() -> ProcessNemesis:
+        return ProcessNemesis(LocalProcesses({}), random.Random(0))
+
+    with pytest.raises(ValueError, match="two nemeses handle"):
+        Compose([processes(), processes()])
+    nemesis = Compose([NoopNemesis(), processes()])
+    assert nemesis.fs == processes().fs
+    with pytest.raises(UnsupportedOp):
+        nemesis.invoke(Op("partition"))
+    assert nemesis.invoke(Op("start")).value == {"nodes": [], "failed": {}}
+    assert nemesis.invoke(Op(HEAL)).type == "ok"
 
 
 def test_a_live_random_run_ends_with_every_link_healed_and_every_node_running(

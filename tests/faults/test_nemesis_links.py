@@ -102,7 +102,8 @@ def test_a_slicer_splits_what_the_node_sends(cluster: LiveCluster) -> None:
                                   "attributes": {"average_size": 50, "size_variation": 20,
                                                  "delay": 20_000}}))
     _, reads = handshake(client_link(cluster))
-    assert len(reads) >= 4 and max(map(len, reads)) <= 70
+    # About ten slices 20 ms apart; a busy reader may still find two at once.
+    assert len(reads) >= 4, [len(read) for read in reads]
     nemesis.teardown()
     assert cluster.client.proxy("client:c1->n1").toxics == ()
 
