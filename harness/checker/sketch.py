@@ -38,6 +38,10 @@ class LogHistogram:
         """The value below which a fraction ``q`` of the values lie (None if empty)."""
         if not self.count:
             return None
+        if q <= 0.0:
+            return self.min
+        if q >= 1.0:
+            return self.max
         rank = q * (self.count - 1)
         seen = 0
         for index, count in enumerate(self._counts):

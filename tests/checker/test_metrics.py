@@ -1,0 +1,82 @@
+"""Confirm latency percentiles, throughput and availability over time."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.checker.sketch import LogHistogram
+from harness.history import HistoryBuilder
+from tests.checker.histories import builder, run
+
+
+def test_the_histogram_percentiles_are_within_one_percent() -> None:
+    h = LogHistogram()
+    for ms in range(1, 1001):
+        h.add(float(ms))
+    assert h.quantile(0.5) == pytest.approx(500, rel=0.01)
+    assert h.quantile(0.99) == pytest.approx(990, rel=0.01)
+    assert h.quantile(0.0) == 1.0 and h.quantile(1.0) == 1000.0
+    assert h.mean() == pytest.approx(500.5)
+    assert LogHistogram().quantile(0.5) is None
+
+
+def _confirmed_after(b: HistoryBuilder, msg: str, ms: float) -> None:
+    b.add("p1", "publish", "invoke", msg=msg, queue="q")
+    b.at(b.now + ms / 1000 - b.step)
+    b.add("p1", "confirm", "ok", msg=msg)
+
+
+def test_confirm_latency_is_from_publish_invoke_to_the_first_broker_ack() -> None:
+    b = builder()
+    for seq in range(100):
+        _confirmed_after(b, f"p1-{seq}", 10.0 if seq < 98 else 500.0)
+    b.add("p1", "confirm", "ok", msg="p1-0")  # a repeated ack does not count twice
+    b.drain()
+    latency = run(b).data["latency_ms"]
+    assert latency["confirms"] == 100
+    assert latency["confirm_p50"] == pytest.approx(10.0, rel=0.01)
+    assert latency["confirm_p99"] == pytest.approx(500.0, rel=0.01)
+    assert latency["confirm_max"] == pytest.approx(500.0)
+
+
+def test_latency_without_confirms_is_empty_not_zero() -> None:
+    b = builder()
+    b.drain()
+    latency = run(b).data["latency_ms"]
+    assert latency["confirm_p50"] is None and latency["confirms"] == 0
+
+
+
+
+def test_availability_is_the_share_of_buckets_with_confirms_and_deliveries() -> None:
+    b = builder()
+    for second in range(10):
+        b.at(float(second))
+        msg = f"p1-{second}"
+        if second in (4, 5, 6):  # an outage: publishes time out, nothing arrives
+            b.publish(msg, outcome="info")
+            continue
+        b.publish(msg)
+        b.deliver(msg)
+    b.at(10.0)
+    b.drain(type="invoke")
+    b.drain()
+    data = run(b).data
+    assert data["throughput"]["confirms"][:10] == [1, 1, 1, 1, 0, 0, 0, 1, 1, 1]
+    assert data["throughput"]["deliveries"][:10] == [1, 1, 1, 1, 0, 0, 0, 1, 1, 1]
+    assert data["availability"] == {"fraction": 0.7, "buckets": 10, "available_buckets": 7,
+                                    "bucket_s": 1.0}
+
+
+def test_a_bucket_with_confirms_but_no_deliveries_is_not_available() -> None:
+    b = builder()
+    b.at(0.0)
+    b.publish("p1-1")
+    b.at(1.0)
+    b.publish("p1-2")
+    b.deliver("p1-1")
+    b.deliver("p1-2")
+    b.at(2.0)
+    b.drain(type="invoke")
+    b.drain()
+    assert run(b).data["availability"]["fraction"] == 0.5
