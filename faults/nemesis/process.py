@@ -67,7 +67,7 @@ class ProcessNemesis:
     def teardown(self) -> None:
         result = self._heal(Op(HEAL))
         if result.type != "ok":
-            raise ProcessControlError(f"nodes not brought back: {result.error}")
+            raise ProcessControlError(result.error or "nodes not brought back")
 
     def _chosen(self, op: Op, default: list[str]) -> list[str]:
         spec = option(op, "nodes")
@@ -132,10 +132,26 @@ class ProcessNemesis:
         return op.info(f"{op.f} failed on some nodes: {failed}", value)
 
     def _heal(self, op: Op) -> Op:
-        resumed = self._each(op, sorted(self.paused), self._resume)
-        started = self._each(op, sorted(self.down), self._start)
-        value = {"resumed": resumed.value["nodes"], "started": started.value["nodes"]}
-        errors = [part.error for part in (resumed, started) if part.error]
-        if errors:
-            return op.fail("; ".join(errors), value)
+        """Bring every node we paused or took down back to running, by what its state
+        is now (a node someone else already brought back needs nothing)."""
+        resumed: list[str] = []
+        started: list[str] = []
+        failed: dict[str, str] = {}
+        for node in sorted(self.paused | self.down):
+            try:
+                state = self.control.state(node)
+                if state is ProcessState.PAUSED:
+                    self.control.resume(node)
+                    resumed.append(node)
+                elif state is ProcessState.STOPPED:
+                    self.control.start(node)
+                    started.append(node)
+            except (ProcessControlError, ProcessStateError) as exc:
+                failed[node] = str(exc)
+                continue
+            self.paused.discard(node)
+            self.down.discard(node)
+        value = {"resumed": resumed, "started": started, "failed": failed}
+        if failed:
+            return op.fail(f"nodes not brought back: {failed}", value)
         return op.ok(value)

@@ -104,7 +104,7 @@ def test_a_step_that_raises_still_ends_with_the_final_heal() -> None:
     steps = plan(1, ScheduleConfig(duration=1, faults=("kill",), quiet_seconds=(0, 0)), NODES)
     with pytest.raises(InvalidOp):  # the schedule names nodes this control does not run
         run_schedule(nemesis, steps, on_record=lambda record: seen.append(record.completed))
-    assert seen == [Op(HEAL, [{"resumed": [], "started": []}], "ok")]
+    assert seen == [Op(HEAL, [{"resumed": [], "started": [], "failed": {}}], "ok")]
 
 
 def test_composition_routes_each_op_to_the_nemesis_that_handles_it() -> None:

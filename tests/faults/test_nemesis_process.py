@@ -65,7 +65,8 @@ def test_a_graceful_stop_runs_the_shutdown_path(cluster: LiveCluster) -> None:
     assert cluster.nodes["n2"].process.returncode == 0  # type: ignore[union-attr]
     assert len(cluster.events("n2", "node_stopped")) == 1
     cluster.wait_views({"n1": {"n1", "n3"}, "n3": {"n1", "n3"}})
-    assert nemesis.invoke(Op("heal")).value == {"resumed": [], "started": ["n2"]}
+    cluster.control.start("n2")  # brought back behind the nemesis's back
+    assert nemesis.invoke(Op("heal")).value == {"resumed": [], "started": [], "failed": {}}
     cluster.wait_formed()
 
 
@@ -111,7 +112,7 @@ def test_heal_brings_back_every_node_it_took_down_or_paused(cluster: LiveCluster
     nemesis.invoke(Op("pause", {"nodes": ["n2"]}))
     wait_until(lambda: cluster.running("n3") == {"n3"}, "n3 to lose both")
     healed = nemesis.invoke(Op("heal"))
-    assert healed.value == {"resumed": ["n2"], "started": ["n1"]}
+    assert healed.value == {"resumed": ["n2"], "started": ["n1"], "failed": {}}
     assert all(cluster.control.state(n) is ProcessState.RUNNING for n in cluster.names)
     cluster.wait_formed()
     nemesis.teardown()  # nothing left to bring back
