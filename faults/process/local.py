@@ -3,6 +3,7 @@ for SIGSTOP/SIGCONT and for the state the kernel reports."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 
 import psutil
@@ -61,9 +62,21 @@ class LocalProcesses:
 
     def pause(self, node: str) -> None:
         self._signal_tree(node, "pause", psutil.Process.suspend)
+        self._await_state(node, ProcessState.PAUSED)
 
     def resume(self, node: str) -> None:
         self._signal_tree(node, "resume", psutil.Process.resume)
+        self._await_state(node, ProcessState.RUNNING)
+
+    def _await_state(self, node: str, wanted: ProcessState, timeout: float = 5.0) -> None:
+        # A signal is delivered when the kernel next schedules the process; return once
+        # it has taken effect, as docker pause returns once the cgroup is frozen.
+        deadline = time.monotonic() + timeout
+        while (state := self.state(node)) is not wanted:
+            if time.monotonic() >= deadline:
+                raise ProcessControlError(
+                    f"{node} is {state.value}, not {wanted.value}, {timeout:g}s after the signal")
+            time.sleep(0.01)
 
     def _signal_tree(self, node: str, action: str,
                      send: Callable[[psutil.Process], None]) -> None:
