@@ -304,8 +304,6 @@ class GroupMember:
         if top <= state.acked_below():
             return  # already acked: a catch-up re-sent it
         state.drop_upto(top)
-        # A dead sender's broadcasts we never saw were sent before we joined.
-        state.last_pub = max(state.last_pub, top)
         if entry.sender == self.me:
             self._confirmed = top
         self._emit(entry.sender, [], top)

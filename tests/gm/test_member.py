@@ -171,6 +171,21 @@ def test_the_left_of_a_dead_member_resends_what_it_did_not_pass_on() -> None:
     assert wire.members["a"].pending_acks == wire.members["c"].pending_acks == 0
 
 
+def test_a_catch_up_does_not_deliver_again_what_the_new_right_has() -> None:
+    wire = three()
+    wire.members["a"].broadcast("x")
+    wire.step("a", "b")
+    wire.step("b", "c")
+    wire.kill("b")  # x reached c; a's catch-up to c still holds it
+    wire.install("a", "c")
+    catch_up = wire.step("a", "c")
+    assert isinstance(catch_up, CatchUp) and catch_up.senders["a"].pending
+    wire.pump()
+    assert wire.payloads("c") == ["x"]
+    assert wire.members["a"].confirmed_upto == 0
+    assert wire.members["a"].pending_acks == wire.members["c"].pending_acks == 0
+
+
 def test_the_left_of_a_dead_member_resends_acks_it_did_not_pass_on() -> None:
     wire = three()
     wire.members["a"].broadcast("x")
@@ -304,6 +319,33 @@ def test_a_skipped_view_still_gets_the_right_neighbour_a_catch_up() -> None:
     wire.pump()
     assert wire.payloads("a") == wire.payloads("b") == ["y"]
     assert wire.members["c"].confirmed_upto == 0
+
+
+def test_after_dropping_a_neighbours_catch_up_its_activity_waits_for_the_next() -> None:
+    # e dies before passing c's "p" on to a, so c's catch-up to a carries it; but a
+    # has moved on to d as its left and drops that catch-up. When d dies and c is a's
+    # left again, c's "q" must not be delivered ahead of the catch-up bringing "p".
+    wire = Wire()
+    wire.create("a")
+    for name in "bce":
+        wire.join(name)
+    wire.pump()
+    wire.members["c"].broadcast("p")
+    wire.step("c", "e")
+    wire.kill("e")
+    wire.install("a", "b", "c")
+    wire.join("d", tell=False)
+    wire.install("a")
+    assert isinstance(wire.step("c", "a"), CatchUp)  # dropped: a's left is d
+    wire.members["c"].broadcast("q")
+    wire.kill("d")
+    wire.install("a")
+    assert isinstance(wire.step("c", "a"), Activity)  # from its left, yet must wait
+    assert wire.payloads("a") == []
+    wire.install("b", "c")
+    wire.pump()
+    assert wire.payloads("a") == ["p", "q"]
+    assert wire.members["c"].confirmed_upto == 1
 
 
 def test_starting_twice_or_from_a_foreign_view_is_refused() -> None:
