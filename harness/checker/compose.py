@@ -33,7 +33,7 @@ class Composed:
                 observers[checker.name] = checker.start(run)
             except Exception as err:  # isolating checkers is the point
                 results[checker.name] = _crashed(checker.name, err)
-        table = _dispatch(observers, run)
+        table, owners = _dispatch(observers, run)
         find = run.ledger.find
         events = 0
         time: float | None = None
@@ -43,17 +43,18 @@ class Composed:
             events += 1
             time = ev.time
             run.log = find(ev) if ev.producer is not None else None
-            for name, handle in table[ev.op]:
+            for handle in table[ev.op]:
                 try:
                     handle(ev)
                 except BadHistory:
                     raise
                 except Exception as err:
+                    name = owners.get(handle)
                     if name is None:  # the shared state itself failed
                         return self._all_crashed(err, ev.line)
                     results[name] = _crashed(name, err, ev.line)
                     del observers[name]
-                    table = _dispatch(observers, run)
+                    table, owners = _dispatch(observers, run)
         run.events, run.last, run.torn = events, time, history.torn
         for name, observer in observers.items():
             try:
@@ -89,15 +90,18 @@ class Composed:
 
 
 def _dispatch(observers: Mapping[str, Observer],
-              run: Run) -> dict[str, list[tuple[str | None, Handler]]]:
-    """Op -> the checkers' handlers in order, then the run's own update (name None)."""
-    table: dict[str, list[tuple[str | None, Handler]]] = {}
+              run: Run) -> tuple[dict[str, list[Handler]], dict[Handler, str]]:
+    """Op -> the checkers' handlers in order, then the run's own update; and which
+    checker owns each handler (the run's own are not listed)."""
+    table: dict[str, list[Handler]] = {}
+    owners: dict[Handler, str] = {}
     for name, observer in observers.items():
         for op, handle in observer.handlers().items():
-            table.setdefault(op, []).append((name, handle))
+            table.setdefault(op, []).append(handle)
+            owners[handle] = name
     for op, apply in run.appliers().items():
-        table.setdefault(op, []).append((None, apply))
-    return table
+        table.setdefault(op, []).append(apply)
+    return table, owners
 
 
 def _crashed(name: str, err: Exception, line: int | None = None) -> Result:

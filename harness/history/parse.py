@@ -179,44 +179,57 @@ class Parser:
 
     # -- what each op requires beyond the common fields ---------------------------------
 
-    def _need(self, ev: Event, line: int, msg: bool = False, queue: bool = False) -> None:
-        if msg and ev.msg is None:
-            raise self.fail(line, "msg", f"a message id (required for {ev.op})")
-        if queue and ev.queue is None:
-            raise self.fail(line, "queue", f"a queue name (required for {ev.op})")
+    # The common ops test their fields inline: these run for most lines of a history.
+
+    def _no_msg(self, ev: Event, line: int) -> BadHistory:
+        return self.fail(line, "msg", f"a message id (required for {ev.op})")
+
+    def _no_queue(self, ev: Event, line: int) -> BadHistory:
+        return self.fail(line, "queue", f"a queue name (required for {ev.op})")
 
     def _publish(self, ev: Event, obj: Mapping[str, Any], line: int) -> None:
-        self._need(ev, line, msg=True, queue=True)
+        if ev.msg is None:
+            raise self._no_msg(ev, line)
+        if ev.queue is None:
+            raise self._no_queue(ev, line)
         if "persistent" in obj:
             self._bool(obj, "persistent", line, required=True)
 
     def _with_msg(self, ev: Event, obj: Mapping[str, Any], line: int) -> None:
-        self._need(ev, line, msg=True)
+        if ev.msg is None:
+            raise self._no_msg(ev, line)
 
     def _deliver(self, ev: Event, obj: Mapping[str, Any], line: int) -> None:
-        self._need(ev, line, msg=True, queue=True)
+        if ev.msg is None:
+            raise self._no_msg(ev, line)
+        if ev.queue is None:
+            raise self._no_queue(ev, line)
         self._delivery(ev, obj, line)
 
     def _get(self, ev: Event, obj: Mapping[str, Any], line: int) -> None:
-        self._need(ev, line, queue=True)
+        if ev.queue is None:
+            raise self._no_queue(ev, line)
         if ev.msg is not None:
             self._delivery(ev, obj, line)
         else:
             ev.mode = self._mode(obj, line, required=False)
 
     def _settle(self, ev: Event, obj: Mapping[str, Any], line: int) -> None:
-        self._need(ev, line, msg=True)
+        if ev.msg is None:
+            raise self._no_msg(ev, line)
         ev.requeue = self._bool(obj, "requeue", line, required=True)
 
     def _recover(self, ev: Event, obj: Mapping[str, Any], line: int) -> None:
         ev.requeue = self._bool(obj, "requeue", line, required=False)
 
     def _consume(self, ev: Event, obj: Mapping[str, Any], line: int) -> None:
-        self._need(ev, line, queue=True)
+        if ev.queue is None:
+            raise self._no_queue(ev, line)
         ev.mode = self._mode(obj, line, required=True)
 
     def _cancel(self, ev: Event, obj: Mapping[str, Any], line: int) -> None:
-        self._need(ev, line, queue=True)
+        if ev.queue is None:
+            raise self._no_queue(ev, line)
 
     def _plain(self, ev: Event, obj: Mapping[str, Any], line: int) -> None:
         pass
@@ -225,16 +238,23 @@ class Parser:
         if ev.type != "info":
             raise self.fail(line, "type", "info (node events are the broker's reports)",
                             ev.type)
-        if ev.op in _NODE_QUEUE_OPS:
-            self._need(ev, line, queue=True)
+        if ev.op in _NODE_QUEUE_OPS and ev.queue is None:
+            raise self._no_queue(ev, line)
         if ev.op == "node-event":
             self._str(obj, "event", line)
 
     def _delivery(self, ev: Event, obj: Mapping[str, Any], line: int) -> None:
         if ev.type != "ok":
             raise self.fail(line, "type", f"ok (a {ev.op} with a message was received)", ev.type)
-        ev.redelivered = self._bool(obj, "redelivered", line, required=True)
-        ev.mode = self._mode(obj, line, required=False)
+        redelivered = obj.get("redelivered")
+        if type(redelivered) is not bool:
+            raise self.fail(line, "redelivered", "true or false", redelivered)
+        ev.redelivered = redelivered
+        mode = obj.get("mode")
+        if mode is not None:
+            if mode not in MODES:
+                raise self.fail(line, "mode", "ack or no-ack", mode)
+            ev.mode = mode
 
     def _fault(self, ev: Event, obj: Mapping[str, Any], line: int) -> None:
         ev.fault = self._str(obj, "fault", line)
