@@ -30,12 +30,12 @@ NODE_OPS = frozenset({
 })
 OPS = CLIENT_OPS | FAULT_OPS | NODE_OPS
 
-# Fault kinds the checker reasons about; any other kind (latency, bandwidth, slicer,
-# reset_peer, limit_data, slow_close, timeout, ...) is kept as context for anomalies.
+# Node-failure fault kinds the checker reasons about (with the admin kinds policy, sync
+# and forget); any other kind (latency, bandwidth, slicer, reset_peer, limit_data,
+# slow_close, timeout, ...) is kept as context for anomalies.
 CRASH_FAULTS = frozenset({"kill", "pause", "restart"})
 SHUTDOWN_FAULTS = frozenset({"stop"})
 PARTITION_FAULT = "partition"
-ADMIN_FAULTS = frozenset({"policy", "sync", "forget"})
 
 
 @dataclass(frozen=True)
@@ -69,16 +69,6 @@ class Header:
         node in configuration order, durable, under the default policy."""
         known = self.queues.get(name)
         return known if known is not None else QueueConfig(name, self.nodes)
-
-    def to_json(self) -> dict[str, Any]:
-        line: dict[str, Any] = {
-            "format": FORMAT, "version": self.version, "run_id": self.run_id,
-            "scenario": self.scenario, "seed": self.seed, "time": self.time,
-        }
-        if self.wall is not None:
-            line["wall"] = self.wall
-        line["config"] = dict(self.config)
-        return line
 
 
 class Event:
