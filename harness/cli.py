@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 
 from faults.toxiproxy import serve as serve_toxiproxy
 from harness import bench, demo
+from harness.checker import check_command
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -225,6 +226,17 @@ def _run_toxiproxy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_check(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "check",
+        help="re-check a stored history; exit 0 valid, 1 invalid, 2 unknown, 254 bad input",
+        description="Check a run directory (history.jsonl plus nodes/*.events.jsonl) or a "
+        "history file, write results.json beside it and print the verdict and counts.",
+    )
+    p.add_argument("path", metavar="DIR", help="run directory or history.jsonl")
+    p.set_defaults(handler=lambda args: check_command(args.path))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mirrorchaos",
@@ -233,6 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_bench(sub)
     _add_demo(sub)
+    _add_check(sub)
     _add_toxiproxy(sub)
     return parser
 

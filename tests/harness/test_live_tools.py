@@ -14,6 +14,7 @@ import pika.exceptions
 import pytest
 
 from harness import cli
+from harness.history import HistoryBuilder
 from harness.process_node import NodeProcess, free_port
 
 
@@ -81,3 +82,15 @@ def test_toxiproxy_serve_command_answers_the_api_and_stops_on_sigterm() -> None:
         assert server.wait(timeout=10) == 0
     finally:
         server.kill()
+
+
+def test_check_command_exits_with_the_verdict(tmp_path: Path) -> None:
+    lossy = HistoryBuilder()
+    lossy.publish("p1-1")
+    lossy.drain()
+    lossy.write(tmp_path / "history.jsonl")
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "check", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["counts"]["lost"] == 1
+    assert json.loads((tmp_path / "results.json").read_text())["valid"] is False
