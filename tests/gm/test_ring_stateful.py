@@ -28,13 +28,18 @@ class GMRing(RuleBasedStateMachine):
         seed=st.integers(min_value=0, max_value=2**32 - 1),
         members=st.integers(min_value=1, max_value=4),
         slow_links=st.booleans(),
+        quick_detection=st.booleans(),
         late_views=st.booleans(),
     )
-    def start(self, seed: int, members: int, slow_links: bool, late_views: bool) -> None:
+    def start(
+        self, seed: int, members: int, slow_links: bool, quick_detection: bool, late_views: bool
+    ) -> None:
+        # Slow links with quick detection: views change while messages are in flight.
         self.net = SimNet(
             seed,
             members=members,
-            delay=(0.01, 8.0 if slow_links else 1.0),
+            delay=(0.01, 20.0 if slow_links else 1.0),
+            detect=(0.2, 1.0) if quick_detection else (1.0, 8.0),
             install=(0.0, 15.0 if late_views else 0.5),
         )
 
@@ -62,6 +67,11 @@ class GMRing(RuleBasedStateMachine):
     def join(self) -> None:
         self.net.join()
 
+    @precondition(lambda self: len(self.net.alive) < MAX_LIVE)
+    @rule()
+    def join_and_die(self) -> None:
+        self.net.crash(self.net.join())
+
     @precondition(lambda self: len(self.mortal()) > 1)
     @rule(data=st.data(), kill_after=st.floats(min_value=0.0, max_value=10.0))
     def partition(self, data: st.DataObject, kill_after: float) -> None:
@@ -82,8 +92,8 @@ class GMRing(RuleBasedStateMachine):
 
 
 GMRing.TestCase.settings = settings(
-    max_examples=150,
-    stateful_step_count=40,
+    max_examples=300,
+    stateful_step_count=50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
