@@ -304,6 +304,10 @@ class GroupMember:
         if top <= state.acked_below():
             return  # already acked: a catch-up re-sent it
         state.drop_upto(top)
+        # A dead sender's broadcasts may be news to its heir (they were sent before it
+        # joined). Record them as seen: should this ack die with our right-hand
+        # neighbour, our next catch-up must still say they are over.
+        state.last_pub = max(state.last_pub, top)
         if entry.sender == self.me:
             self._confirmed = top
         self._emit(entry.sender, [], top)

@@ -70,7 +70,6 @@ class SimNet:
         self.history = History()
         self.members: dict[MemberId, GroupMember] = {}
         self.alive: set[MemberId] = set()
-        self.events_run = 0
         self._events: list[tuple[float, int, Event]] = []
         self._tiebreak = itertools.count()
         self._links: dict[Link, deque[GMMessage]] = {}
@@ -123,7 +122,6 @@ class SimNet:
         if not self._events:
             return False
         self.now, _, event = heapq.heappop(self._events)
-        self.events_run += 1
         match event:
             case Deliver(link):
                 self._deliver(link)

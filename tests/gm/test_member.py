@@ -171,6 +171,31 @@ def test_the_left_of_a_dead_member_resends_what_it_did_not_pass_on() -> None:
     assert wire.members["a"].pending_acks == wire.members["c"].pending_acks == 0
 
 
+def test_an_heirs_catch_up_still_acks_what_it_absorbed_if_that_ack_is_lost() -> None:
+    # d's "p" (sent before h joined) reaches h, d's heir, only after h was caught up
+    # without it; h acks it towards z, which dies with the ack. h's catch-up to its
+    # next right must still tell a and b that "p" is over.
+    wire = Wire()
+    wire.create("a")
+    wire.join("b")
+    wire.join("d")
+    wire.pump()
+    wire.members["d"].broadcast("p")
+    wire.step("d", "a")
+    wire.join("h", tell=False)
+    wire.kill("d")
+    wire.install("a", "b", "h")
+    wire.step("b", "h")  # h's first catch-up: no "p" yet
+    wire.join("z")
+    wire.step("a", "b")
+    wire.step("b", "h")  # "p" comes back round to its owner, h
+    wire.kill("z")
+    wire.install("a", "b", "h")
+    wire.pump()
+    assert wire.payloads("b") == ["p"]
+    assert all(wire.members[m].pending_acks == 0 for m in "abh")
+
+
 def test_a_catch_up_does_not_deliver_again_what_the_new_right_has() -> None:
     wire = three()
     wire.members["a"].broadcast("x")
