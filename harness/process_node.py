@@ -67,6 +67,9 @@ class NodeProcess:
     cluster_port: int | None = None
     peers: dict[str, str] = field(default_factory=dict)
     tick: float = 1.0
+    tick_count: int = 4
+    # Appended to the command line as they are (flags this file need not know).
+    extra_args: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -92,10 +95,11 @@ class NodeProcess:
         if self.config_path is not None:
             command += ["--config", str(self.config_path)]
         if self.peers:
-            command += ["--cluster-port", str(self.cluster_port), "--tick", str(self.tick)]
+            command += ["--cluster-port", str(self.cluster_port), "--tick", str(self.tick),
+                        "--tick-count", str(self.tick_count)]
             command += [arg for name, address in sorted(self.peers.items())
                         for arg in ("--peer", f"{name}={address}")]
-        return command
+        return command + self.extra_args
 
     def start(self, timeout: float = 20.0) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)

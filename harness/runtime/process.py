@@ -1,0 +1,231 @@
+"""`ProcessRuntime`: the cluster as local node processes (SPEC §4.1), for hosts without
+Docker and for Spark executors.
+
+Each node listens on its own loopback address (127.0.0.2, .3, ...; all of 127/8 is
+local on Linux) so node addresses read like a real cluster's; where the kernel refuses
+those, every node uses 127.0.0.1. Toxiproxy is whatever `find_toxiproxy` finds, else
+the project's own server as a subprocess, with its proxies on 127.0.0.1. Processes run
+in sessions of their own, so a detached cluster (`mirrorchaos cluster up`) outlives
+the command; `record` describes it for `stop_recorded`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import socket
+import tempfile
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from faults.client import (
+    NotFound,
+    ToxiproxyClient,
+    ToxiproxyError,
+    ToxiproxyHandle,
+    ToxiproxyStartError,
+    find_toxiproxy,
+)
+from faults.process import LocalProcesses, ProcessState
+from faults.topology import NodeAddress, Topology
+from harness.process_node import NodeProcess, NodeStartError
+
+from .base import ClusterSpec, ClusterStartError
+from .common import ClusterBase, wait_formed
+
+TOXIPROXY_HOST = "127.0.0.1"
+STOP_TIMEOUT = 5.0  # seconds for a node to stop on SIGTERM before SIGKILL
+
+
+def loopback_hosts(count: int) -> list[str]:
+    """127.0.0.2 onwards when this kernel lets us bind them, else 127.0.0.1 for all."""
+    hosts = [f"127.0.0.{i}" for i in range(2, count + 2)]
+    try:
+        for host in hosts:
+            with socket.socket() as sock:
+                sock.bind((host, 0))
+    except OSError:
+        return ["127.0.0.1"] * count
+    return hosts
+
+
+@contextlib.contextmanager
+def _held_ports(hosts: list[str], per_host: int) -> Iterator[list[list[int]]]:
+    """Free ports on each host, all bound until the block ends so none is handed out
+    twice (nor to a proxy made meanwhile)."""
+    sockets: list[socket.socket] = []
+    try:
+        ports = []
+        for host in hosts:
+            row = []
+            for _ in range(per_host):
+                sock = socket.socket()
+                sockets.append(sock)
+                sock.bind((host, 0))
+                row.append(int(sock.getsockname()[1]))
+            ports.append(row)
+        yield ports
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+class ProcessCluster(ClusterBase):
+    def __init__(self, spec: ClusterSpec, base_dir: Path, own_base: bool,
+                 handle: ToxiproxyHandle, topology: Topology,
+                 processes: dict[str, NodeProcess]) -> None:
+        super().__init__(spec, handle.client(), topology)
+        self.base_dir = base_dir
+        self.processes = processes
+        self._own_base = own_base
+        self._handle = handle
+        self._control = LocalProcesses(processes, spec.start_timeout)
+        self._stopped = False
+
+    def amqp_address(self, node: str) -> tuple[str, int]:
+        process = self._control.node(node)
+        return process.host, process.amqp_port
+
+    def mgmt_url(self, node: str) -> str:
+        return self._control.node(node).mgmt_url
+
+    def process_control(self) -> LocalProcesses:
+        return self._control
+
+    def _node_log(self, node: str) -> str:
+        path = self.processes[node].log_path
+        return path.read_text("utf-8", "replace") if path.exists() else ""
+
+    def _events_path(self, node: str) -> Path:
+        return self.processes[node].data_dir / "events.jsonl"
+
+    def record(self) -> dict[str, Any]:
+        """What `stop_recorded` needs to remove this cluster from another process."""
+        processes = {node: _identity(process.process.pid)
+                     for node, process in self.processes.items()
+                     if process.process is not None and process.running}
+        if self._handle.process is not None:
+            processes["toxiproxy"] = _identity(self._handle.process.pid)
+        return {
+            "runtime": "process",
+            "base_dir": str(self.base_dir),
+            "own_base": self._own_base,
+            "processes": processes,
+            "toxiproxy_url": self._handle.url,
+            "proxies": [link.name for link in self.topology.links],
+        }
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        for node in self.processes:
+            # A stopped process cannot act on SIGTERM until it runs again.
+            if self._control.state(node) is ProcessState.PAUSED:
+                self._control.resume(node)
+        for process in self.processes.values():
+            process.signal(signal.SIGTERM)  # all at once; then wait for each
+        for process in self.processes.values():
+            process.stop(STOP_TIMEOUT)
+        with contextlib.suppress(ToxiproxyError, ExceptionGroup):
+            self.topology.teardown()  # a server we started goes anyway
+        self._handle.stop()
+        if self._own_base:
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+
+
+class ProcessRuntime:
+    name = "process"
+
+    def start(self, spec: ClusterSpec) -> ProcessCluster:
+        own_base = spec.base_dir is None
+        base_dir = Path(tempfile.mkdtemp(prefix=f"mirrorchaos-{spec.run_id}-")) \
+            if spec.base_dir is None else spec.base_dir
+        base_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            handle = find_toxiproxy(spec.seed, host=TOXIPROXY_HOST,
+                                    startup_timeout=spec.start_timeout,
+                                    log_path=base_dir / "toxiproxy.log")
+        except (ToxiproxyStartError, ToxiproxyError) as exc:
+            if own_base:
+                shutil.rmtree(base_dir, ignore_errors=True)
+            raise ClusterStartError(f"toxiproxy for run {spec.run_id}: {exc}") from exc
+        hosts = loopback_hosts(len(spec.nodes))
+        try:
+            with _held_ports(hosts, 3) as ports:
+                processes = {
+                    name: NodeProcess(name, base_dir / name, amqp_port=amqp, mgmt_port=mgmt,
+                                      host=host, cluster_port=cluster, tick=spec.tick,
+                                      tick_count=spec.tick_count,
+                                      extra_args=list(spec.node_args))
+                    for name, host, (amqp, mgmt, cluster) in zip(spec.nodes, hosts, ports,
+                                                                  strict=True)}
+                addresses = [NodeAddress(name, p.host, p.cluster_port or 0, p.amqp_port)
+                             for name, p in processes.items()]
+                topology = Topology.create(handle.client(), addresses,
+                                           listen_host=TOXIPROXY_HOST)
+        except BaseException:
+            handle.stop()
+            if own_base:
+                shutil.rmtree(base_dir, ignore_errors=True)
+            raise
+        cluster = ProcessCluster(spec, base_dir, own_base, handle, topology, processes)
+        try:
+            for name, process in processes.items():
+                process.peers = topology.peers(name)
+            _start_all(list(processes.values()), spec.start_timeout)
+            wait_formed({name: p.mgmt_url for name, p in processes.items()},
+                        spec.start_timeout, lambda node: processes[node].log_tail())
+        except BaseException:
+            cluster.stop()
+            raise
+        return cluster
+
+
+def _start_all(processes: list[NodeProcess], timeout: float) -> None:
+    with ThreadPoolExecutor(len(processes)) as pool:
+        futures = [pool.submit(process.start, timeout) for process in processes]
+        errors = [future.exception() for future in futures]
+    for error in errors:
+        if isinstance(error, NodeStartError):
+            raise ClusterStartError(str(error)) from error
+        if error is not None:
+            raise error
+
+
+def _identity(pid: int) -> dict[str, float]:
+    """A pid with its start time, so a reused pid is never taken for ours."""
+    return {"pid": pid, "started": psutil.Process(pid).create_time()}
+
+
+def stop_recorded(record: dict[str, Any]) -> None:
+    """Remove a cluster `ProcessCluster.record` described, from any process: stop each
+    process that is still the one recorded, the proxies of a toxiproxy we did not
+    start, then the files if the runtime made them."""
+    if "toxiproxy" not in record["processes"]:
+        client = ToxiproxyClient(record["toxiproxy_url"])
+        for name in record["proxies"]:
+            with contextlib.suppress(NotFound):
+                client.delete_proxy(name)
+    procs = []
+    for identity in record["processes"].values():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process = psutil.Process(identity["pid"])
+            if process.create_time() == identity["started"]:
+                procs.append(process)
+    for process in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.resume()  # a paused node must run to act on SIGTERM
+            process.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=STOP_TIMEOUT)
+    for process in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+    psutil.wait_procs(alive, timeout=STOP_TIMEOUT)
+    if record.get("own_base"):
+        shutil.rmtree(record["base_dir"], ignore_errors=True)
