@@ -1,0 +1,31 @@
+"""The workload (SPEC §4.2): real AMQP clients, one per logical process, recording
+every operation in the run's history, and the final drain."""
+
+from harness.workload.clients import (
+    CLIENT_ERRORS,
+    Client,
+    ClientContext,
+    Consumer,
+    Getter,
+    Publisher,
+    TxPublisher,
+)
+from harness.workload.drain import drain
+from harness.workload.recorder import LiveFigures, Recorder
+from harness.workload.spec import WorkloadSpec
+from harness.workload.workload import Workload
+
+__all__ = [
+    "CLIENT_ERRORS",
+    "Client",
+    "ClientContext",
+    "Consumer",
+    "Getter",
+    "LiveFigures",
+    "Publisher",
+    "Recorder",
+    "TxPublisher",
+    "Workload",
+    "WorkloadSpec",
+    "drain",
+]

@@ -1,0 +1,350 @@
+"""The workload's clients: real aio-pika connections, one per logical process, each
+through its own address (a toxiproxy link per client and node).
+
+Every operation is recorded as docs/history-format.md says: ``invoke`` before the
+client acts, ``ok`` when the broker answered, ``fail`` only when it definitely did
+not happen, ``info`` when the outcome is unknown (a confirm that never came because
+the connection dropped or timed out). A client that loses its connection records
+``disconnect info``, waits, and connects again (to the same node or the next one, as
+the workload says) until it is told to stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aio_pika
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractConnection,
+    AbstractIncomingMessage,
+    AbstractQueue,
+)
+from aio_pika.exceptions import AMQPError, ChannelInvalidStateError, DeliveryError
+from aiormq.abc import FieldTable
+
+from harness.workload.recorder import Recorder
+from harness.workload.spec import WorkloadSpec
+
+# What a real client raises when the broker or the network misbehaves; anything else
+# is a bug of ours and ends the run.
+CLIENT_ERRORS: tuple[type[BaseException], ...] = (
+    AMQPError, ChannelInvalidStateError, ConnectionError, OSError, TimeoutError)
+
+Address = Callable[[str, str], Awaitable[tuple[str, int]]]
+CONNECT_TIMEOUT = 5.0
+
+
+class ConnectionLost(Exception):
+    """The session's connection or channel closed under it."""
+
+
+SESSION_ENDS: tuple[type[BaseException], ...] = (ConnectionLost, *CLIENT_ERRORS)
+
+
+def amqp_url(host: str, port: int, heartbeat: int) -> str:
+    return f"amqp://guest:guest@{host}:{port}/%2F?heartbeat={heartbeat}"
+
+
+@dataclass
+class ClientContext:
+    """What every client shares: the workload, the record, the cluster's nodes in
+    order, how a client reaches a node, and the run's stop signals."""
+
+    spec: WorkloadSpec
+    recorder: Recorder
+    nodes: list[str]
+    address: Address
+    stop_publishing: asyncio.Event  # set: publishers stop
+    stop_all: asyncio.Event  # set: every client stops
+
+
+class Client:
+    """One logical process: connect, run a session until it ends, reconnect."""
+
+    def __init__(self, client_id: str, queue: str, node: str, ctx: ClientContext) -> None:
+        self.id = client_id
+        self.queue = queue
+        self.node = node
+        self.ctx = ctx
+        self.spec = ctx.spec
+
+    @property
+    def stop(self) -> asyncio.Event:
+        return self.ctx.stop_all
+
+    def running(self) -> bool:
+        return not self.stop.is_set()
+
+    def record(self, op: str, type: str, **fields: Any) -> None:
+        self.ctx.recorder.record(self.id, op, type, node=self.node, **fields)
+
+    async def run(self) -> None:
+        while self.running():
+            connection = await self._connect()
+            if connection is not None:
+                await self._session(connection)
+            if self.running():
+                await _sleep_until(self.stop, self.spec.reconnect_delay)
+                self._pick_node()
+
+    def _pick_node(self) -> None:
+        if self.spec.reconnect == "next":
+            nodes = self.ctx.nodes
+            self.node = nodes[(nodes.index(self.node) + 1) % len(nodes)]
+
+    async def _connect(self) -> AbstractConnection | None:
+        self.record("connect", "invoke")
+        try:
+            host, port = await self.ctx.address(self.id, self.node)
+            connection = await aio_pika.connect(
+                amqp_url(host, port, self.spec.heartbeat), timeout=CONNECT_TIMEOUT,
+                client_properties={"connection_name": self.id})
+        except CLIENT_ERRORS as exc:
+            self.record("connect", "fail", error=_describe(exc))
+            return None
+        self.record("connect", "ok")
+        return connection
+
+    async def _session(self, connection: AbstractConnection) -> None:
+        broken = asyncio.Event()
+        connection.close_callbacks.add(lambda *_: broken.set())
+        try:
+            await self.session(connection, broken)
+        except SESSION_ENDS as exc:
+            self.record("disconnect", "info", error=_describe(exc))
+            await _close(connection)
+            return
+        if broken.is_set():
+            self.record("disconnect", "info", error="connection closed by the broker or network")
+            await _close(connection)
+            return
+        await _close(connection)
+        self.record("disconnect", "ok")
+
+    async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
+        """Work until stopped (return) or until the connection breaks (raise or set
+        ``broken``)."""
+        raise NotImplementedError
+
+    async def declare(self, channel: AbstractChannel) -> AbstractQueue:
+        return await channel.declare_queue(self.queue, durable=self.spec.durable)
+
+    def message(self, msg: str) -> aio_pika.Message:
+        mode = (aio_pika.DeliveryMode.PERSISTENT if self.spec.persistent
+                else aio_pika.DeliveryMode.NOT_PERSISTENT)
+        return aio_pika.Message(msg.encode(), delivery_mode=mode, message_id=msg)
+
+
+class Publisher(Client):
+    """Publishes ``<id>-<seq>`` with confirms at the workload's rate, at most
+    ``window`` unconfirmed at a time; sequences go on across reconnections."""
+
+    def __init__(self, client_id: str, queue: str, node: str, ctx: ClientContext) -> None:
+        super().__init__(client_id, queue, node, ctx)
+        self.seq = itertools.count(1)
+        self.window = asyncio.Semaphore(ctx.spec.window)
+        self.pending: set[asyncio.Task[None]] = set()
+
+    @property
+    def stop(self) -> asyncio.Event:
+        return self.ctx.stop_publishing
+
+    async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
+        channel = await connection.channel(publisher_confirms=True)
+        await self.declare(channel)
+        interval = 1.0 / self.spec.rate
+        next_at = time.monotonic()
+        try:
+            while self.running():
+                await _sleep_until(self.stop, next_at - time.monotonic())
+                next_at = max(next_at + interval, time.monotonic() - interval)
+                await self.window.acquire()
+                if broken.is_set() or channel.is_closed:
+                    self.window.release()
+                    raise ConnectionLost("channel closed")
+                if not self.running():
+                    self.window.release()
+                    break
+                msg = f"{self.id}-{next(self.seq)}"
+                self.record("publish", "invoke", msg=msg, queue=self.queue)
+                task = asyncio.create_task(self._publish(channel, msg))
+                self.pending.add(task)
+                task.add_done_callback(self.pending.discard)
+        finally:
+            # Outstanding confirms end as ok, fail or info before the session does.
+            await asyncio.gather(*self.pending)
+
+    async def _publish(self, channel: AbstractChannel, msg: str) -> None:
+        try:
+            await channel.default_exchange.publish(
+                self.message(msg), routing_key=self.queue, mandatory=False,
+                timeout=self.spec.confirm_timeout)
+        except DeliveryError as exc:
+            self.record("confirm", "fail", msg=msg, queue=self.queue, error=_describe(exc))
+        except CLIENT_ERRORS as exc:
+            self.record("confirm", "info", msg=msg, queue=self.queue, error=_describe(exc))
+        else:
+            self.record("confirm", "ok", msg=msg, queue=self.queue)
+        finally:
+            self.window.release()
+
+
+class TxPublisher(Client):
+    """Publishes batches in transactions: ``tx.commit-ok`` confirms the batch."""
+
+    def __init__(self, client_id: str, queue: str, node: str, ctx: ClientContext) -> None:
+        super().__init__(client_id, queue, node, ctx)
+        self.seq = itertools.count(1)
+
+    @property
+    def stop(self) -> asyncio.Event:
+        return self.ctx.stop_publishing
+
+    async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
+        channel = await connection.channel(publisher_confirms=False)
+        await self.declare(channel)
+        tx = channel.transaction()
+        await tx.select()
+        interval = self.spec.tx_batch / self.spec.rate
+        while self.running():
+            if broken.is_set():
+                raise ConnectionLost("connection closed")
+            batch = [f"{self.id}-{next(self.seq)}" for _ in range(self.spec.tx_batch)]
+            try:
+                for msg in batch:
+                    self.record("publish", "invoke", msg=msg, queue=self.queue)
+                    await channel.default_exchange.publish(
+                        self.message(msg), routing_key=self.queue, mandatory=False)
+                    self.record("publish", "ok", msg=msg, queue=self.queue)
+                await tx.commit(timeout=self.spec.confirm_timeout)
+            except CLIENT_ERRORS as exc:
+                for msg in batch:
+                    self.record("confirm", "info", msg=msg, queue=self.queue,
+                                error=_describe(exc))
+                raise
+            for msg in batch:
+                self.record("confirm", "ok", msg=msg, queue=self.queue)
+            await _sleep_until(self.stop, interval)
+
+
+class Consumer(Client):
+    """``basic.consume`` with manual acks and a prefetch (or no-ack); a consumer the
+    broker cancels consumes again at once."""
+
+    def __init__(self, client_id: str, queue: str, node: str, ctx: ClientContext, *,
+                 no_ack: bool = False) -> None:
+        super().__init__(client_id, queue, node, ctx)
+        self.no_ack = no_ack
+        self.mode = "no-ack" if no_ack else "ack"
+
+    async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
+        channel = await connection.channel()
+        channel.close_callbacks.add(lambda *_: broken.set())
+        cancelled = asyncio.Event()
+        (await channel.get_underlay_channel()).on_consumer_cancel_callbacks.add(
+            lambda _frame: cancelled.set())
+        await channel.set_qos(prefetch_count=self.spec.prefetch)
+        queue = await self.declare(channel)
+        arguments: FieldTable | None = (
+            {"x-cancel-on-ha-failover": True} if self.spec.cancel_on_failover else None)
+        while True:
+            tag = await queue.consume(self._on_message, no_ack=self.no_ack, arguments=arguments)
+            self.record("consume", "ok", queue=self.queue, mode=self.mode)
+            ended = await _first(broken, cancelled, self.stop)
+            if ended is broken:
+                raise ConnectionLost("connection or channel closed")
+            if ended is cancelled:
+                self.record("cancel", "info", queue=self.queue, mode=self.mode,
+                            error="cancelled by the broker")
+                cancelled.clear()
+                continue
+            await queue.cancel(tag)
+            self.record("cancel", "ok", queue=self.queue, mode=self.mode)
+            return
+
+    async def _on_message(self, message: AbstractIncomingMessage) -> None:
+        msg = message.body.decode("utf-8", "replace")
+        self.record("deliver", "ok", msg=msg, queue=self.queue,
+                    redelivered=bool(message.redelivered), mode=self.mode)
+        if self.no_ack:
+            return
+        try:
+            await message.ack()
+        except CLIENT_ERRORS as exc:
+            self.record("ack", "fail", msg=msg, queue=self.queue, error=_describe(exc))
+        else:
+            self.record("ack", "ok", msg=msg, queue=self.queue)
+
+
+class Getter(Client):
+    """Polls with ``basic.get`` (manual ack) at the workload's get rate."""
+
+    async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
+        channel = await connection.channel()
+        queue = await self.declare(channel)
+        interval = 1.0 / self.spec.get_rate
+        while self.running():
+            if broken.is_set():
+                raise ConnectionLost("connection closed")
+            await get_one(self, queue)
+            await _sleep_until(self.stop, interval)
+
+
+async def get_one(client: Client, queue: AbstractQueue) -> str | None:
+    """One recorded ``basic.get`` and its ack; the message id, or None when empty."""
+    client.record("get", "invoke", queue=client.queue, mode="ack")
+    try:
+        message = await queue.get(no_ack=False, fail=False, timeout=client.spec.confirm_timeout)
+    except CLIENT_ERRORS as exc:
+        client.record("get", "info", queue=client.queue, mode="ack", error=_describe(exc))
+        raise
+    if message is None:
+        client.record("get", "ok", queue=client.queue, mode="ack")
+        return None
+    msg = message.body.decode("utf-8", "replace")
+    client.record("get", "ok", msg=msg, queue=client.queue, mode="ack",
+                  redelivered=bool(message.redelivered))
+    try:
+        await message.ack()
+    except CLIENT_ERRORS as exc:
+        client.record("ack", "fail", msg=msg, queue=client.queue, error=_describe(exc))
+        raise
+    client.record("ack", "ok", msg=msg, queue=client.queue)
+    return msg
+
+
+# -- small asyncio helpers ---------------------------------------------------------------
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+async def _close(connection: AbstractConnection) -> None:
+    with contextlib.suppress(*CLIENT_ERRORS, asyncio.CancelledError):
+        await asyncio.wait_for(connection.close(), CONNECT_TIMEOUT)
+
+
+async def _sleep_until(stop: asyncio.Event, seconds: float) -> None:
+    """Sleep, but return early once ``stop`` is set."""
+    if seconds <= 0 or stop.is_set():
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+
+
+async def _first(*events: asyncio.Event) -> asyncio.Event:
+    """The first of ``events`` to be set."""
+    tasks = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+    return next(event for event, task in zip(events, tasks, strict=True) if task in done)

@@ -1,0 +1,63 @@
+"""The final drain (SPEC §4.2): every queue emptied with recorded ``basic.get``s, from
+the nodes that survived, so the checker can tell lost messages from queued ones."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Mapping, Sequence
+
+from aio_pika.abc import AbstractConnection
+
+from harness.workload.clients import Address, Client, ClientContext, get_one
+from harness.workload.recorder import Recorder
+from harness.workload.spec import WorkloadSpec
+
+PROCESS = "drain"
+
+
+class Drainer(Client):
+    """Gets from one queue until it is empty and the broker counts no message left,
+    trying the candidate nodes in turn until the deadline."""
+
+    def __init__(self, queue: str, candidates: Sequence[str], ctx: ClientContext,
+                 deadline: float) -> None:
+        super().__init__(PROCESS, queue, candidates[0], ctx)
+        self.deadline = deadline
+        self.drained = False
+
+    def running(self) -> bool:
+        return not self.drained and time.monotonic() < self.deadline
+
+    async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
+        channel = await connection.channel()
+        queue = await self.declare(channel)
+        while True:
+            while await get_one(self, queue) is not None:
+                pass
+            left = await channel.declare_queue(self.queue, passive=True)
+            if left.declaration_result.message_count == 0:
+                break
+        self.drained = True
+
+
+async def drain(spec: WorkloadSpec, recorder: Recorder, candidates: Mapping[str, Sequence[str]],
+                address: Address, timeout: float) -> bool:
+    """Drain each queue from its candidate nodes (best first) within ``timeout`` in
+    all; records ``drain invoke`` and per queue ``drain ok`` or ``drain fail``."""
+    deadline = time.monotonic() + timeout
+    recorder.record("harness", "drain", "invoke")
+    ok = True
+    for queue, nodes in candidates.items():
+        ctx = ClientContext(dataclasses.replace(spec, reconnect="next"), recorder, list(nodes),
+                            address, asyncio.Event(), asyncio.Event())
+        drainer = Drainer(queue, nodes, ctx, deadline)
+        await drainer.run()
+        if drainer.drained:
+            recorder.record("harness", "drain", "ok", queue=queue)
+        else:
+            ok = False
+            recorder.record("harness", "drain", "fail", queue=queue,
+                            error=f"not drained to empty within {timeout:g}s from {list(nodes)}")
+    return ok

@@ -1,0 +1,42 @@
+"""What a run's clients do: the mix of clients, their rates, and how they pick nodes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+ClientNodes = Literal["master", "spread"]
+Reconnect = Literal["same", "next"]
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    queues: tuple[str, ...] = ("q1",)
+    publishers: int = 2  # confirming publishers (p1, p2, ...)
+    consumers: int = 2  # manual-ack consumers (c1, ...)
+    no_ack_consumers: int = 0  # (a1, ...)
+    getters: int = 0  # basic.get pollers (g1, ...)
+    tx_publishers: int = 0  # transactional publishers (t1, ...)
+    rate: float = 50.0  # messages per second per publisher
+    window: int = 50  # unconfirmed publishes per publisher
+    prefetch: int = 20
+    get_rate: float = 20.0  # basic.get calls per second per poller
+    tx_batch: int = 5  # messages per transaction
+    persistent: bool = True
+    durable: bool = True
+    confirm_timeout: float = 10.0  # seconds before a confirm counts as unknown
+    # "master": every client talks to its queue's home node; "spread": round robin.
+    client_nodes: ClientNodes = "master"
+    # After a lost connection: the same node again, or the next one in the cluster.
+    reconnect: Reconnect = "same"
+    reconnect_delay: float = 0.5
+    heartbeat: int = 5  # seconds; a black-holed connection is noticed within ~2 of these
+    cancel_on_failover: bool = False  # consumers ask for x-cancel-on-ha-failover
+
+    def client_ids(self) -> dict[str, list[str]]:
+        """Client kind -> ids, one logical process each; ids are message-id prefixes."""
+        counts = {"publisher": (self.publishers, "p"), "consumer": (self.consumers, "c"),
+                  "no-ack-consumer": (self.no_ack_consumers, "a"),
+                  "getter": (self.getters, "g"), "tx-publisher": (self.tx_publishers, "t")}
+        return {kind: [f"{prefix}{i}" for i in range(1, count + 1)]
+                for kind, (count, prefix) in counts.items()}

@@ -1,0 +1,106 @@
+"""The workload against a real node: every client kind records a history the checker
+accepts, a connection dropped under the clients is recorded and survived, and the
+final drain empties the queue."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.checker import check
+from harness.history import HistoryWriter, read_history
+from harness.process_node import NodeProcess
+from harness.workload import Recorder, Workload, WorkloadSpec, drain
+from harness.workload.clients import Address
+
+NODE = "n1"
+
+
+def writer(tmp_path: Path, spec: WorkloadSpec) -> HistoryWriter:
+    config = {"nodes": [NODE], "partition_handling": "ignore", "persistent": spec.persistent,
+              "queues": {q: {"members": [NODE], "durable": spec.durable} for q in spec.queues}}
+    return HistoryWriter(tmp_path / "history.jsonl", run_id="t", scenario="workload-test",
+                         seed=1, config=config)
+
+
+def direct(node: NodeProcess) -> Address:
+    async def address(client_id: str, name: str) -> tuple[str, int]:
+        assert name == NODE
+        return node.host, node.amqp_port
+    return address
+
+
+async def run_workload(node: NodeProcess, spec: WorkloadSpec, recorder: Recorder,
+                       seconds: float) -> bool:
+    workload = Workload(spec, recorder, [NODE], {q: NODE for q in spec.queues}, direct(node))
+    workload.start()
+    await asyncio.sleep(seconds)
+    await workload.stop_publishing()
+    await asyncio.sleep(0.3)
+    await workload.stop()
+    return await drain(spec, recorder, {q: [NODE] for q in spec.queues}, direct(node), 20.0)
+
+
+def lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()[1:]]
+
+
+async def test_every_client_kind_records_a_valid_history(node: NodeProcess,
+                                                         tmp_path: Path) -> None:
+    spec = WorkloadSpec(queues=("q1", "q2"), publishers=2, consumers=1, no_ack_consumers=1,
+                        getters=1, tx_publishers=1, rate=100, get_rate=50, tx_batch=4)
+    with writer(tmp_path, spec) as history:
+        recorder = Recorder(history)
+        assert await run_workload(node, spec, recorder, 1.5)
+    events = lines(tmp_path / "history.jsonl")
+    by = {(e["process"], e["op"], e["type"]) for e in events}
+    for process in ("p1", "p2", "t1"):
+        assert (process, "publish", "invoke") in by and (process, "confirm", "ok") in by
+    assert ("t1", "publish", "ok") in by  # written inside the transaction before commit
+    assert ("c1", "deliver", "ok") in by and ("c1", "ack", "ok") in by
+    assert ("a1", "deliver", "ok") in by and ("a1", "ack", "ok") not in by
+    assert ("g1", "get", "ok") in by
+    assert ("drain", "get", "ok") in by or ("drain", "get", "invoke") in by
+    assert {("harness", "drain", "ok")} <= by
+    # payloads are the ids: the message ids a consumer saw were all published
+    published = {e["msg"] for e in events if e["op"] == "publish" and e["type"] == "invoke"}
+    delivered = {e["msg"] for e in events if e["op"] in ("deliver", "get") and "msg" in e}
+    assert delivered and delivered <= published
+    result = check(read_history(tmp_path / "history.jsonl"))
+    assert result.valid is True, (result.error, result.violations)
+    assert result.counts["lost"] == 0
+    assert result.counts["confirmed"] == recorder.figures.confirmed > 100
+    assert result.counts["delivered"] == len(published)
+
+
+async def test_publishers_reconnect_after_the_node_drops_their_connections(
+        node_factory: Callable[..., NodeProcess], tmp_path: Path) -> None:
+    n = node_factory(name=NODE)
+    spec = WorkloadSpec(publishers=1, consumers=1, rate=200, reconnect_delay=0.2)
+    with writer(tmp_path, spec) as history:
+        recorder = Recorder(history)
+        workload = Workload(spec, recorder, [NODE], {"q1": NODE}, direct(n))
+        workload.start()
+        await asyncio.sleep(0.8)
+        await asyncio.to_thread(n.restart)  # SIGTERM: the node closes every connection
+        await asyncio.sleep(1.5)
+        await workload.stop_publishing()
+        await workload.stop()
+        assert await drain(spec, recorder, {"q1": [NODE]}, direct(n), 20.0)
+    events = lines(tmp_path / "history.jsonl")
+    losses = [e for e in events if e["op"] == "disconnect" and e["type"] == "info"]
+    assert {e["process"] for e in losses} == {"p1", "c1"}
+    connects = [e for e in events if e["process"] == "p1" and e["op"] == "connect"
+                and e["type"] == "ok"]
+    assert len(connects) >= 2
+    # sequences go on across the reconnection: ids stay unique and dense
+    seqs = [int(str(e["msg"]).split("-")[1]) for e in events
+            if e["process"] == "p1" and e["op"] == "publish"]
+    assert seqs == list(range(1, len(seqs) + 1))
+    last_loss = max(e["time"] for e in losses)
+    assert any(e["op"] == "confirm" and e["type"] == "ok" and e["time"] > last_loss
+               for e in events)
+    result = check(read_history(tmp_path / "history.jsonl"))
+    assert result.valid is True, (result.error, result.violations)
