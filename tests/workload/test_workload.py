@@ -8,6 +8,7 @@ import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from harness.checker import check
 from harness.history import HistoryWriter, read_history
@@ -43,7 +44,7 @@ async def run_workload(node: NodeProcess, spec: WorkloadSpec, recorder: Recorder
     return await drain(spec, recorder, {q: [NODE] for q in spec.queues}, direct(node), 20.0)
 
 
-def lines(path: Path) -> list[dict[str, object]]:
+def lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()[1:]]
 
 
