@@ -1,0 +1,171 @@
+"""The terminal report (SPEC §5): verdict, counts, violations with their fault context,
+caveats, latency, throughput and availability, a fault timeline and node events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from reports.describe import (
+    LATENCY_FIGURES,
+    MESSAGE_COUNTS,
+    anomalies,
+    counts_in_order,
+    fault_end,
+    fault_label,
+    fault_notes,
+    fault_span,
+    id_list,
+    messages_count,
+    number,
+    run_length,
+    verdict_word,
+)
+from reports.load import RunReport, load
+
+_VERDICT_STYLE = {"VALID": "bold white on green", "INVALID": "bold white on red",
+                  "UNKNOWN": "bold black on yellow"}
+IDS_SHOWN = 20  # message ids listed per anomaly; results.json has them all
+NODE_EVENTS_SHOWN = 40
+_TRACK = 40  # characters of the fault timeline's time axis
+
+
+def render(run: RunReport | str | Path, console: Console | None = None) -> None:
+    """Print the report of ``run`` (a loaded run, or a run directory / history file as
+    ``mirrorchaos check`` takes it) to ``console`` (stdout by default)."""
+    report = run if isinstance(run, RunReport) else load(run)
+    (console or Console()).print(*sections(report))
+
+
+def sections(report: RunReport) -> list[RenderableType]:
+    results = report.results
+    parts: list[RenderableType] = [_verdict(results), _counts(results), _checkers(results)]
+    parts.extend(_anomaly_panels(results))
+    parts.append(_performance(results))
+    if results.get("faults"):
+        parts.append(_fault_timeline(report))
+    if report.node_events:
+        parts.append(_node_events(report))
+    return parts
+
+
+def _verdict(results: dict[str, Any]) -> RenderableType:
+    word = verdict_word(results.get("valid"))
+    line = Text.assemble((f" {word} ", _VERDICT_STYLE[word]), "  ",
+                         (f"{results.get('scenario')}", "bold"),
+                         f"  run {results.get('run_id')}  seed {results.get('seed')}")
+    if results.get("runtime"):
+        line.append(f"  runtime {results['runtime']}")
+    rows: list[RenderableType] = [line]
+    if results.get("error"):
+        rows.append(Text(f"why unknown: {results['error']}", style="yellow"))
+    return Panel(Group(*rows), title="mirrorchaos run", title_align="left")
+
+
+def _counts(results: dict[str, Any]) -> RenderableType:
+    """Two column pairs: what the workload did, then what went wrong."""
+    counts = counts_in_order(results.get("counts") or {})
+    workload = [c for c in counts if c[0] in MESSAGE_COUNTS]
+    rest = [c for c in counts if c[0] not in MESSAGE_COUNTS]
+    table = Table(title="Counts", title_justify="left")
+    for column in ("messages", "", "anomalies", ""):
+        table.add_column(column, justify="right" if not column else "left")
+    for i in range(max(len(workload), len(rest))):
+        left = (workload[i][0], str(workload[i][1])) if i < len(workload) else ("", "")
+        name, value = rest[i] if i < len(rest) else ("", 0)
+        bad = value and name in ("lost", "unexpected", "duplicated_unflagged", "reordered")
+        table.add_row(*left, name, Text(str(value) if name else "",
+                                        style="bold red" if bad else ""))
+    return table
+
+
+def _checkers(results: dict[str, Any]) -> RenderableType:
+    table = Table(title="Checkers", title_justify="left")
+    for column in ("checker", "verdict", "violations", "caveats", "error"):
+        table.add_column(column, justify="right" if column in ("violations", "caveats")
+                         else "left")
+    for part in results.get("checkers") or []:
+        word = verdict_word(part.get("valid"))
+        table.add_row(part["name"], Text(word, style=_VERDICT_STYLE[word].split(" on ")[-1]),
+                      str(part.get("violations", 0)), str(part.get("caveats", 0)),
+                      part.get("error") or "")
+    return table
+
+
+def _anomaly_panels(results: dict[str, Any]) -> list[RenderableType]:
+    panels: list[RenderableType] = []
+    for standing, anomaly in anomalies(results):
+        violation = standing == "violation"
+        body = Table.grid(padding=(0, 1))
+        body.add_column(style="bold")
+        body.add_column()
+        body.add_row("why", anomaly.get("explanation", ""))
+        if anomaly.get("queue"):
+            body.add_row("queue", anomaly["queue"])
+        body.add_row("messages", id_list(anomaly.get("messages") or [], IDS_SHOWN))
+        faults = anomaly.get("faults") or []
+        body.add_row("faults", "\n".join(f"{fault_label(f)}  {fault_span(f)}" for f in faults)
+                     if faults else "none in force")
+        title = f"{standing}: {anomaly['kind']}, {messages_count(anomaly.get('count', 0))}"
+        panels.append(Panel(body, title=title, title_align="left",
+                            border_style="red" if violation else "yellow"))
+    return panels
+
+
+def _performance(results: dict[str, Any]) -> RenderableType:
+    latency = results.get("latency_ms") or {}
+    table = Table(title="Confirm latency (ms) and throughput", title_justify="left")
+    figures = [(label, latency.get(key)) for label, key in LATENCY_FIGURES]
+    for label, _ in figures:
+        table.add_column(label, justify="right")
+    for name in ("confirms", "confirms/s", "deliveries/s", "availability"):
+        table.add_column(name, justify="right")
+    throughput = results.get("throughput") or {}
+    availability = results.get("availability") or {}
+    table.add_row(*(number(value) for _, value in figures), str(latency.get("confirms", 0)),
+                  number(throughput.get("confirms_per_s")),
+                  number(throughput.get("deliveries_per_s")), _availability(availability))
+    return table
+
+
+def _availability(availability: dict[str, Any]) -> str:
+    fraction = availability.get("fraction")
+    if fraction is None:
+        return "n/a"
+    return (f"{fraction:.1%} ({availability.get('available_buckets')}/"
+            f"{availability.get('buckets')} buckets of {availability.get('bucket_s')} s)")
+
+
+def _fault_timeline(report: RunReport) -> RenderableType:
+    length = run_length(report) or 1.0
+    table = Table(title=f"Faults (timeline 0-{length:.1f} s)", title_justify="left")
+    for column in ("fault", "when", "timeline", "notes"):
+        table.add_column(column)
+    for fault in report.results.get("faults") or []:
+        first = min(int(fault["start"] / length * _TRACK), _TRACK - 1)
+        last = max(first + 1, round(fault_end(fault, length) / length * _TRACK))
+        bar = Text("·" * first)
+        bar.append("█" * (last - first), style="red" if fault.get("applied", True) else "dim")
+        bar.append("·" * (_TRACK - last))
+        table.add_row(fault_label(fault), fault_span(fault), bar, fault_notes(fault))
+    return table
+
+
+def _node_events(report: RunReport) -> RenderableType:
+    events = report.node_events
+    counts = report.results.get("node_reports") or {}
+    summary = ", ".join(f"{op} {n}" for op, n in sorted(counts.items()))
+    table = Table(title="Node events", title_justify="left", caption=summary,
+                  caption_justify="left")
+    for column in ("time", "about", "event", "reported by"):
+        table.add_column(column, justify="right" if column == "time" else "left")
+    for event in events[:NODE_EVENTS_SHOWN]:
+        table.add_row(f"{event.time:.3f} s", event.node or "", event.describe(), event.reporter)
+    if len(events) > NODE_EVENTS_SHOWN:
+        table.caption = f"{summary}; {len(events) - NODE_EVENTS_SHOWN} more not shown"
+    return table
