@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from faults.toxiproxy import serve as serve_toxiproxy
 from harness import bench, demo
 from harness.checker import check_command
+from reports.command import add_report_parser
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -246,6 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench(sub)
     _add_demo(sub)
     _add_check(sub)
+    add_report_parser(sub)
     _add_toxiproxy(sub)
     return parser
 
