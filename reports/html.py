@@ -73,8 +73,9 @@ def render_html(report: RunReport) -> str:
         f"<h1>mirrorchaos: {escape(report.title)} "
         f"<span class='verdict {_VERDICT_CLASS[word]}'>{word}</span></h1>",
         f"<p>scenario <b>{escape(str(results.get('scenario')))}</b>, seed "
-        f"{escape(str(results.get('seed')))}, runtime {escape(str(results.get('runtime')))}"
-        "</p>",
+        f"{escape(str(results.get('seed')))}"
+        + (f", runtime {escape(str(results['runtime']))}" if results.get("runtime") else "")
+        + "</p>",
     ]
     if results.get("error"):
         body.append(f"<p><b>Why unknown:</b> {escape(results['error'])}</p>")
