@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from faults.toxiproxy import serve as serve_toxiproxy
 from harness import bench, demo
 from harness.checker import check_command
+from harness.run import add_run, add_scenarios
 from reports.command import add_report_parser
 
 Handler = Callable[[argparse.Namespace], int]
@@ -249,6 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_check(sub)
     add_report_parser(sub)
     _add_toxiproxy(sub)
+    add_run(sub)
+    add_scenarios(sub)
     return parser
 
 

@@ -1,0 +1,126 @@
+"""``mirrorchaos run SCENARIO`` and ``mirrorchaos scenarios``: argument parsing and what
+the user sees; the run itself is `harness.run.orchestrate`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from harness.checker import EXIT_BAD_INPUT
+from harness.run.orchestrate import RunOptions, RunOutcome, RunStatus, run_scenario
+from harness.scenarios import SCENARIOS, ScenarioError, find_scenario
+
+_COUNTS = ("attempted", "confirmed", "nacked", "indeterminate", "delivered", "lost",
+           "caveat_lost", "unexpected", "duplicated", "redelivered", "recovered")
+
+SubParsers = argparse._SubParsersAction
+
+
+def add_run(sub: SubParsers) -> None:
+    # The CLI's own argument types (imported here: the CLI imports this module).
+    from harness.cli import _int, _positive_float, _positive_int
+
+    p = sub.add_parser(
+        "run", help="run a scenario: cluster, workload, faults, drain, check",
+        description="Start the scenario's cluster, run its workload and nemesis, heal, "
+        "drain every queue, check the history and store the run under "
+        "STORE/<scenario>/<timestamp>-seed<N>/. Exit 0 valid, 1 invalid, 2 unknown, "
+        "254 bad scenario, 255 harness failure.")
+    p.add_argument("scenario", metavar="SCENARIO",
+                   help="a built-in name (see `mirrorchaos scenarios`) or a TOML file")
+    p.add_argument("--runtime", choices=("process", "docker"), default=None,
+                   help="where the nodes run (default: the scenario's)")
+    p.add_argument("--seed", type=_int, default=None, help="root seed (default: drawn)")
+    p.add_argument("--time-limit", type=_positive_float, default=None, metavar="S",
+                   help="seconds of workload before the drain (warm-up, faults, recovery)")
+    p.add_argument("--nodes", type=_positive_int, default=None, metavar="N",
+                   help="cluster size (default: the scenario's)")
+    p.add_argument("--store", type=Path, default=Path("store"), metavar="DIR",
+                   help="where runs are kept (default %(default)s)")
+    p.add_argument("--no-live", action="store_true",
+                   help="no live display (it is off anyway when stdout is not a terminal)")
+    p.set_defaults(handler=run_command)
+
+
+def add_scenarios(sub: SubParsers) -> None:
+    p = sub.add_parser("scenarios", help="list the built-in scenarios",
+                       description="Each built-in scenario's name and what it does.")
+    p.set_defaults(handler=lambda _args: list_scenarios())
+
+
+def list_scenarios() -> int:
+    width = max(len(name) for name in SCENARIOS)
+    for name, scenario in SCENARIOS.items():
+        print(f"{name:<{width}}  {scenario.description}")
+    return 0
+
+
+def run_command(args: argparse.Namespace) -> int:
+    err = Console(stderr=True, highlight=False)
+    try:
+        scenario = find_scenario(args.scenario)
+        options = RunOptions(runtime=args.runtime, seed=args.seed, time_limit=args.time_limit,
+                             nodes=args.nodes, store=args.store)
+        if options.nodes is not None:
+            _check_nodes(scenario.nemesis.package, options.nodes)
+    except ScenarioError as exc:
+        err.print(f"mirrorchaos run: bad scenario: {exc}", markup=False)
+        return EXIT_BAD_INPUT
+    console = Console()
+    live = None
+    if console.is_terminal and not args.no_live:
+        from harness.live import LiveDisplay
+        live = LiveDisplay(console)
+
+    def started(status: RunStatus) -> None:
+        err.print(f"mirrorchaos run {status.scenario}: seed {status.seed}, "
+                  f"run directory {status.run_dir}", markup=False)
+        if live is not None:
+            live.attach(status)
+        else:
+            status.on_enter = lambda phase, seconds: err.print(
+                f"  phase {phase}" + (f" ({seconds:g}s)" if seconds else ""), markup=False)
+
+    try:
+        outcome = run_scenario(scenario, options, started)
+    finally:
+        if live is not None:
+            live.close()
+    summary(console, outcome)
+    return outcome.exit_code
+
+
+def _check_nodes(package: str, nodes: int) -> None:
+    if package in ("partition", "combined") and nodes < 2:
+        raise ScenarioError("--nodes", "nodes", f"at least 2 nodes for a {package} nemesis",
+                            nodes)
+
+
+def summary(console: Console, outcome: RunOutcome) -> None:
+    results: dict[str, Any] = outcome.results or {}
+    valid = results.get("valid", "unknown")
+    style = {True: "green", False: "red"}.get(valid, "yellow")
+    console.print(f"verdict: [{style}]{_verdict(valid)}[/{style}]  (exit {outcome.exit_code})")
+    counts = results.get("counts") or {}
+    if counts:
+        console.print("  ".join(f"{name} {counts.get(name, 0)}" for name in _COUNTS),
+                      markup=False, highlight=False)
+    latency = results.get("latency_ms") or {}
+    if latency.get("confirm_p50") is not None:
+        console.print(f"confirm latency p50 {latency['confirm_p50']} ms, "
+                      f"p99 {latency['confirm_p99']} ms")
+    for anomaly in results.get("violations", [])[:10]:
+        console.print(f"[red]violation[/red] {anomaly['kind']} x{anomaly['count']}: "
+                      f"{anomaly['explanation']}", markup=True, highlight=False)
+    if results.get("error"):
+        console.print(f"checker: {results['error']}", markup=False)
+    if outcome.error:
+        console.print(f"[red]harness failure[/red]: {outcome.error}", highlight=False)
+    console.print(f"stored in {outcome.run_dir}", markup=False)
+
+
+def _verdict(valid: object) -> str:
+    return "valid" if valid is True else "INVALID" if valid is False else "unknown"

@@ -1,0 +1,368 @@
+"""One run of a scenario (SPEC §4.2, §4.4): start the cluster through a runtime, set the
+policy, declare the queues, run the workload through warm-up, fault phase (the nemesis
+schedule, ending in its guaranteed heal) and recovery, drain every queue, collect the
+nodes' logs and events, and check the history.
+
+The history is opened before anything starts and flushed line by line, so a run that
+fails half-way still leaves it, and a ``results.json`` saying what was found (at best
+``unknown``) and why the harness stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import io
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+from urllib.parse import quote
+
+import aio_pika
+
+from faults.management import Management, ManagementError
+from faults.nemesis import ManagementView, Record, UnhealedError, combined_nemesis, run_schedule
+from faults.process import ProcessState
+from faults.toxiproxy.rng import derive, fresh_seed
+from harness.checker import check_command
+from harness.history import HistoryWriter
+from harness.run.faults import ActiveFaults, RecordedNemesis
+from harness.run.store import new_run_dir, write_json
+from harness.runtime import Cluster, ClusterSpec, Runtime
+from harness.scenarios import POLICY_NAME, Scenario, plan_steps, queue_pattern
+from harness.workload import Recorder, Workload, drain
+from harness.workload.clients import amqp_url
+
+EXIT_HARNESS_FAILURE = 255
+SETTLE_SECONDS = 1.0  # consumers keep going this long after the last publish
+
+
+class HarnessError(RuntimeError):
+    """The harness could not do its part (exit 255); the run's record says how far it got."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    runtime: str | None = None  # None: the scenario's
+    seed: int | None = None  # None: the scenario's, else drawn
+    time_limit: float | None = None  # seconds of workload before the drain
+    nodes: int | None = None
+    store: Path = Path("store")
+
+
+@dataclass
+class RunStatus:
+    """What the live display shows; written by the run, read by the display."""
+
+    scenario: str
+    seed: int
+    run_dir: Path
+    phase: str = "starting"
+    phase_started: float = field(default_factory=time.monotonic)
+    phase_seconds: float | None = None
+    faults: ActiveFaults = field(default_factory=ActiveFaults)
+    recorder: Recorder | None = None
+    on_enter: Callable[[str, float | None], None] | None = None  # told of each phase
+
+    def enter(self, phase: str, seconds: float | None = None) -> None:
+        self.phase, self.phase_started, self.phase_seconds = phase, time.monotonic(), seconds
+        if self.on_enter is not None:
+            self.on_enter(phase, seconds)
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    exit_code: int
+    results: dict[str, Any] | None
+    error: str | None = None
+
+
+def effective_scenario(scenario: Scenario, options: RunOptions) -> Scenario:
+    """The scenario with the command line's overrides; ``time_limit`` sets how long the
+    workload runs before the drain, taken from the fault phase first."""
+    changes: dict[str, Any] = {}
+    if options.nodes is not None:
+        changes["nodes"] = options.nodes
+    if options.runtime is not None:
+        changes["runtime"] = options.runtime
+    phases = scenario.phases
+    if options.time_limit is not None:
+        rest = phases.warmup + phases.recovery
+        if options.time_limit > rest:
+            phases = dataclasses.replace(phases, faults=options.time_limit - rest)
+        else:
+            share = options.time_limit / (rest + phases.faults)
+            phases = dataclasses.replace(phases, warmup=phases.warmup * share,
+                                         faults=phases.faults * share,
+                                         recovery=phases.recovery * share)
+        changes["phases"] = phases
+    return dataclasses.replace(scenario, **changes)
+
+
+def root_seed(scenario: Scenario, options: RunOptions) -> int:
+    if options.seed is not None:
+        return options.seed
+    return scenario.seed if scenario.seed is not None else fresh_seed()
+
+
+def queue_members(scenario: Scenario) -> dict[str, list[str]]:
+    """Each queue's master (its home node, round robin) then mirrors in join order, as
+    the policy places them: what the history's header says the harness set up."""
+    nodes = scenario.node_names
+    policy = scenario.policy
+    mode = policy.get("ha-mode")
+    out: dict[str, list[str]] = {}
+    for i, queue in enumerate(scenario.workload.queues):
+        home = nodes[i % len(nodes)]
+        ring = nodes[nodes.index(home):] + nodes[:nodes.index(home)]
+        if mode == "all":
+            members = ring
+        elif mode == "exactly":
+            members = ring[:int(policy["ha-params"])]
+        elif mode == "nodes":
+            members = [n for n in ring if n in policy["ha-params"]]
+        else:
+            members = [home]
+        out[queue] = members or [home]
+    return out
+
+
+def history_config(scenario: Scenario, members: dict[str, list[str]]) -> dict[str, Any]:
+    w = scenario.workload
+    return {
+        "nodes": scenario.node_names, "partition_handling": scenario.partition_handling,
+        "persistent": w.persistent, "runtime": scenario.runtime,
+        "queues": {q: {"members": m, "durable": w.durable, "policy": dict(scenario.policy)}
+                   for q, m in members.items()},
+        "workload": dataclasses.asdict(w), "nemesis": dataclasses.asdict(scenario.nemesis),
+        "phases": dataclasses.asdict(scenario.phases),
+    }
+
+
+def make_runtime(name: str) -> Runtime:
+    # cast: the runtimes' ``__enter__`` is typed as their base class, not as `Cluster`.
+    if name == "process":
+        from harness.runtime.process import ProcessRuntime
+        return cast(Runtime, ProcessRuntime())
+    try:
+        from harness.runtime.docker import DockerRuntime  # type: ignore[import-not-found,unused-ignore]
+    except ImportError as exc:
+        raise HarnessError(f"the docker runtime is not available here: {exc}") from None
+    return cast(Runtime, DockerRuntime())
+
+
+class ScenarioRun:
+    """One run; `execute` does it all and returns the outcome."""
+
+    def __init__(self, scenario: Scenario, seed: int, run_dir: Path,
+                 runtime: Runtime) -> None:
+        self.scenario = scenario
+        self.seed = seed
+        self.run_dir = run_dir
+        self.runtime = runtime
+        self.run_id = f"{scenario.name}-{run_dir.name}"
+        self.members = queue_members(scenario)
+        self.status = RunStatus(scenario.name, seed, run_dir)
+        self.stop = threading.Event()
+        self.cluster: Cluster | None = None
+        self.problems: list[str] = []  # failures the run carried on after
+
+    # -- the whole run ---------------------------------------------------------------
+
+    def execute(self, on_start: Callable[[RunStatus], None] = lambda _: None) -> RunOutcome:
+        config = history_config(self.scenario, self.members)
+        seeds = {"root": self.seed, "nemesis": derive(self.seed, "nemesis"),
+                 "toxiproxy": derive(self.seed, "toxiproxy")}
+        write_json(self.run_dir / "config.json", {
+            "run_id": self.run_id, "scenario": dataclasses.asdict(self.scenario),
+            "seed": self.seed, "seeds": seeds, "runtime": self.scenario.runtime,
+            "started": time.time(), "history": config})
+        writer = HistoryWriter(self.run_dir / "history.jsonl", run_id=self.run_id,
+                               scenario=self.scenario.name, seed=self.seed, config=config)
+        recorder = self.status.recorder = Recorder(writer)
+        on_start(self.status)
+        error: str | None = None
+        try:
+            self._run(recorder, seeds)
+        except KeyboardInterrupt:
+            error = "interrupted"
+        except Exception as exc:  # any failure of ours: keep what the run recorded
+            error = f"{type(exc).__name__}: {exc}"
+        finally:
+            writer.close()
+            error = self._wind_down(error)
+        error = "; ".join([*self.problems, *([error] if error else [])]) or None
+        return self._check(error)
+
+    def _run(self, recorder: Recorder, seeds: dict[str, int]) -> None:
+        s = self.scenario
+        self.status.enter("starting cluster")
+        spec = ClusterSpec(nodes=tuple(s.node_names), run_id=self.run_id,
+                           node_args=s.node_args, tick=s.tick, seed=seeds["toxiproxy"])
+        self.cluster = cluster = self.runtime.start(spec)
+        self.status.enter("setting up")
+        self._set_policy(cluster)
+        clients = [c for ids in s.workload.client_ids().values() for c in ids]
+        for client in clients:  # every client link exists before the nemesis plans
+            for node in s.node_names:
+                cluster.client_address(client, node)
+        steps = plan_steps(s, seeds["nemesis"], [link.name for link in
+                                                 cluster.topology.node_links],
+                           [link.name for link in cluster.topology.client_links])
+        management = {n: Management(cluster.mgmt_url(n)) for n in s.node_names}
+        inner = combined_nemesis(seeds["nemesis"], control=cluster.process_control(),
+                                 view=ManagementView(management), client=cluster.toxiproxy,
+                                 topology=cluster.topology, management=management)
+        nemesis = RecordedNemesis(inner, recorder.writer, self._locate, cluster.topology,
+                                  s.node_names, self.status.faults)
+        asyncio.run(self._phases(cluster, recorder, nemesis, steps))
+
+    async def _phases(self, cluster: Cluster, recorder: Recorder, nemesis: RecordedNemesis,
+                      steps: list[Any]) -> None:
+        s, phases = self.scenario, self.scenario.phases
+        homes = {q: m[0] for q, m in self.members.items()}
+        await self._declare(cluster, homes)
+
+        async def client_address(client_id: str, node: str) -> tuple[str, int]:
+            return cluster.client_address(client_id, node)  # made during setup: no I/O
+
+        workload = Workload(s.workload, recorder, s.node_names, homes, client_address)
+        workload.start()
+        try:
+            self.status.enter("warm-up", phases.warmup)
+            await asyncio.sleep(phases.warmup)
+            self.status.enter("faults", phases.faults)
+            nemesis.setup()
+            await asyncio.to_thread(self._schedule, nemesis, steps)
+            self.status.enter("recovery", phases.recovery)
+            await asyncio.sleep(phases.recovery)
+            self.status.enter("stopping clients")
+            await workload.stop_publishing()
+            await asyncio.sleep(SETTLE_SECONDS)
+        finally:
+            self.stop.set()  # the schedule, if still running, heals and returns
+            await workload.stop()
+        self.status.enter("drain", phases.drain_timeout)
+
+        async def direct(client_id: str, node: str) -> tuple[str, int]:
+            return cluster.amqp_address(node)
+
+        candidates = {q: await asyncio.to_thread(self._drain_nodes, cluster, q)
+                      for q in s.workload.queues}
+        # A queue left undrained is recorded as such: the checker's verdict is unknown.
+        await drain(s.workload, recorder, candidates, direct, phases.drain_timeout)
+
+    def _schedule(self, nemesis: RecordedNemesis, steps: list[Any]) -> list[Record]:
+        """The fault phase. A final heal that fails is in the history (``fault-end
+        fail``); the run goes on to drain what it can, and ends as a harness failure."""
+        try:
+            return run_schedule(nemesis, steps, stop=self.stop)
+        except UnhealedError as exc:
+            self.problems.append(f"the final heal did not end every fault: {exc}")
+            return exc.records
+
+    # -- setup -----------------------------------------------------------------------
+
+    def _set_policy(self, cluster: Cluster) -> None:
+        if not self.scenario.policy:
+            return
+        body = {"pattern": queue_pattern(self.scenario),
+                "definition": dict(self.scenario.policy), "priority": 0, "apply-to": "queues"}
+        # On every node: until the cluster replicates metadata, each holds its own.
+        for node in self.scenario.node_names:
+            Management(cluster.mgmt_url(node)).put_policy("/", POLICY_NAME, body)
+
+    async def _declare(self, cluster: Cluster, homes: dict[str, str]) -> None:
+        w = self.scenario.workload
+        for queue, node in homes.items():
+            host, port = cluster.amqp_address(node)
+            connection = await aio_pika.connect(amqp_url(host, port, w.heartbeat), timeout=10)
+            async with connection:
+                channel = await connection.channel()
+                await channel.declare_queue(queue, durable=w.durable)
+
+    # -- where queues are ------------------------------------------------------------
+
+    def _running(self) -> list[str]:
+        if self.cluster is None:
+            return []
+        control = self.cluster.process_control()
+        return [n for n in self.scenario.node_names
+                if control.state(n) is ProcessState.RUNNING]
+
+    def _master(self, queue: str) -> str:
+        """The queue's master as a running node reports it, else its configured home."""
+        assert self.cluster is not None
+        for node in self._running():
+            try:
+                info = Management(self.cluster.mgmt_url(node)).call(
+                    "GET", f"/api/queues/%2F/{quote(queue, safe='')}")
+            except ManagementError:
+                continue
+            if isinstance(info, dict) and info.get("node") in self.scenario.node_names:
+                return str(info["node"])
+        return self.members[queue][0]
+
+    def _locate(self, which: str) -> str:
+        queue = self.scenario.workload.queues[0]
+        master = self._master(queue)
+        if which == "master":
+            return master
+        mirrors = [n for n in self.members[queue] if n != master]
+        return (mirrors or [n for n in self.scenario.node_names if n != master])[0]
+
+    def _drain_nodes(self, cluster: Cluster, queue: str) -> list[str]:
+        master = self._master(queue)
+        return [master, *[n for n in self._running() if n != master]]
+
+    # -- the end ---------------------------------------------------------------------
+
+    def _wind_down(self, error: str | None) -> str | None:
+        """Collect the nodes' files and remove the cluster, whatever happened; an error
+        here is reported too."""
+        self.status.enter("collecting")
+        if self.cluster is None:
+            return error
+        problems = [error] if error else []
+        try:
+            self.cluster.collect(self.run_dir)
+        except Exception as exc:  # the run's record must still be checked
+            problems.append(f"collecting node files: {type(exc).__name__}: {exc}")
+        try:
+            self.cluster.stop()
+        except Exception as exc:
+            problems.append(f"stopping the cluster: {type(exc).__name__}: {exc}")
+        return "; ".join(problems) or None
+
+    def _check(self, error: str | None) -> RunOutcome:
+        self.status.enter("checking")
+        code = check_command(self.run_dir, out=io.StringIO(), err=io.StringIO())
+        results_path = self.run_dir / "results.json"
+        results: dict[str, Any] | None = None
+        if results_path.exists():
+            results = json.loads(results_path.read_text(encoding="utf-8"))
+        if error is None:
+            return RunOutcome(self.run_dir, code, results)
+        # The harness failed: the verdict can be no better than unknown.
+        doc = results or {"scenario": self.scenario.name, "seed": self.seed,
+                          "runtime": self.scenario.runtime}
+        if doc.get("valid") is True:
+            doc["valid"] = "unknown"
+        doc["harness_error"] = error
+        write_json(results_path, doc)
+        return RunOutcome(self.run_dir, EXIT_HARNESS_FAILURE, doc, error)
+
+
+def run_scenario(scenario: Scenario, options: RunOptions,
+                 on_start: Callable[[RunStatus], None] = lambda _: None) -> RunOutcome:
+    scenario = effective_scenario(scenario, options)
+    seed = root_seed(scenario, options)
+    runtime = make_runtime(scenario.runtime)
+    run_dir = new_run_dir(options.store, scenario.name, seed)
+    return ScenarioRun(scenario, seed, run_dir, runtime).execute(on_start)
+

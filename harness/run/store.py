@@ -1,0 +1,43 @@
+"""The store (SPEC §4.4): ``store/<scenario>/<timestamp>-seed<N>/`` per run, with
+``store/latest`` pointing at the newest."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+
+def new_run_dir(store: Path, scenario: str, seed: int) -> Path:
+    """Make the run's directory (a second run in the same second gets a suffix) and
+    point ``store/latest`` at it."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    base = store / scenario
+    base.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1000):
+        name = f"{stamp}-seed{seed}" + (f"-{attempt}" if attempt else "")
+        try:
+            (base / name).mkdir()
+        except FileExistsError:
+            continue
+        run_dir = base / name
+        _point_latest(store, run_dir)
+        return run_dir
+    raise FileExistsError(f"no free run directory for {base / stamp}-seed{seed}")
+
+
+def _point_latest(store: Path, run_dir: Path) -> None:
+    # Made beside and renamed over, so readers never see it missing.
+    link = store / "latest"
+    tmp = store / f".latest-{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    tmp.symlink_to(run_dir.relative_to(store))
+    tmp.replace(link)
+
+
+def write_json(path: Path, doc: Any) -> None:
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
