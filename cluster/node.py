@@ -24,11 +24,13 @@ from cluster.amqp.connection import Connection
 from cluster.amqp.errors import INTERNAL_ERROR, ConnectionError_
 from cluster.config import ConfigError, NodeConfig, load_config
 from cluster.core.broker import Broker
+from cluster.core.queue import Queue
 from cluster.core.users import Permission
 from cluster.definitions import DefinitionsError, DefinitionsFile
 from cluster.events import EventLog
+from cluster.ha.coordinator import Coordinator
 from cluster.peer.codec import Envelope
-from cluster.peer.detector import Event, PeerDown, PeerUp
+from cluster.peer.detector import AppStopped, Event, PeerDown, PeerUp
 from cluster.peer.links import ClusterSettings, PeerNetwork
 from cluster.store import MessageStore
 
@@ -123,6 +125,7 @@ class Node:
         # stop_app and start_app run one at a time, whoever asks (API, store failure).
         self._app_lock = asyncio.Lock()
         self.management: object | None = None
+        self.coordinator: Coordinator | None = None
         # A new incarnation per app start tells peers we restarted (not partitioned).
         self.incarnation = ""
         self.peers: PeerNetwork | None = None
@@ -161,6 +164,8 @@ class Node:
                             save_definitions=self.definitions.save)
             self._apply_definitions(broker)
             restored = broker.restore_messages(recovery.queues)
+            incarnation = uuid.uuid4().hex[:12]
+            coordinator = self._join_cluster(broker, incarnation)
             self._server = await asyncio.get_running_loop().create_server(
                 lambda: AMQPProtocol(self), self.settings.host, self.settings.amqp_port,
                 reuse_address=True,
@@ -169,11 +174,27 @@ class Node:
             store.close()  # releases the store's lock so a later start_app can retry
             raise
         self.store, self.broker = store, broker
-        self.incarnation = uuid.uuid4().hex[:12]
+        self.incarnation, self.coordinator = incarnation, coordinator
         self._ticker = asyncio.create_task(self._tick_forever())
         self.events.emit("app_started", recovered_messages=restored,
                          incarnation=self.incarnation)
         self.flush()
+
+    def _join_cluster(self, broker: Broker, incarnation: str) -> Coordinator | None:
+        """With peers configured, the broker's queues become cluster queues: the ones
+        recovered here start as masters until the cluster's records say otherwise."""
+        if self.peers is None:
+            return None
+        coordinator = Coordinator(broker, self.settings.name, incarnation,
+                                  list(self.settings.cluster.peers))  # type: ignore[union-attr]
+        for vhost in broker.vhosts.values():
+            for name, queue in list(vhost.queues.items()):
+                if isinstance(queue, Queue) and queue.exclusive_owner is None:
+                    vhost.queues[name] = coordinator.restored(queue)
+        detector = self.peers.detector
+        for peer in detector.running():
+            coordinator.peer_up(peer, detector.peers[peer].incarnation or "")
+        return coordinator
 
     def _apply_definitions(self, broker: Broker) -> None:
         saved = self.definitions.load()
@@ -212,6 +233,7 @@ class Node:
         self.transports.clear()
         store.close()
         self.broker = self.store = None
+        self.coordinator = None
         self.events.emit("app_stopped")
 
     async def stop(self) -> None:
@@ -229,17 +251,40 @@ class Node:
         return self.incarnation, self.broker is not None
 
     def _peer_event(self, event: Event) -> None:
+        coordinator = self.coordinator
         if isinstance(event, PeerUp):
             self.events.emit("peer_up", peer=event.peer, incarnation=event.incarnation,
                              restarted=event.restarted)
             if event.partition:
                 self.events.emit("partition_detected", peer=event.peer)
+            peers = self.peers
+            if (coordinator is not None and peers is not None
+                    and peers.detector.peers[event.peer].app_running):
+                coordinator.peer_up(event.peer, event.incarnation)
         elif isinstance(event, PeerDown):
             self.events.emit("peer_down", peer=event.peer, reason=event.reason)
+            if coordinator is not None:
+                coordinator.peer_down(event.peer)
+        elif isinstance(event, AppStopped):
+            self.events.emit("peer_app_stopped", peer=event.peer)
+            if coordinator is not None:
+                coordinator.peer_down(event.peer)
+        self._after_cluster_input()
 
     def _peer_message(self, peer: str, envelope: Envelope) -> None:
-        # Peers of this version send only hello and heartbeats, which the links handle.
-        log.warning("ignoring %r message from %s", envelope.type, peer)
+        coordinator = self.coordinator
+        if coordinator is None:
+            return
+        try:
+            coordinator.received(peer, envelope)
+        except Exception:  # a cluster bug must cost one message, not the node
+            log.exception("internal error handling %r from %s", envelope.type, peer)
+        self._after_cluster_input()
+
+    def _after_cluster_input(self) -> None:
+        if self.broker is not None:
+            self.broker.after_input()
+            self.flush()
 
     # -- the shell's duties -------------------------------------------------------------
 
@@ -249,6 +294,9 @@ class Node:
         broker = self.broker
         if broker is None:
             return
+        if self.coordinator is not None and self.peers is not None:
+            for peer, envelope in self.coordinator.take_outbox():
+                self.peers.send(peer, envelope)
         while broker.dirty:
             connection = broker.dirty.pop()
             transport = self.transports.get(connection)

@@ -7,6 +7,7 @@ frames go out through the owning connection's outbox.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,23 +23,28 @@ from cluster.amqp.errors import (
     NOT_IMPLEMENTED,
     PRECONDITION_FAILED,
     UNEXPECTED_FRAME,
+    AMQPError,
     ChannelError,
     ConnectionError_,
 )
 from cluster.core.message import Message
 from cluster.core.queue import Entry, Queue
 from cluster.core.users import Access
+from cluster.ha.confirms import ConfirmWait
+from cluster.ha.queue import ClusterQueue
 
 if TYPE_CHECKING:
     from cluster.amqp.connection import Connection
     from cluster.core.broker import Broker
     from cluster.core.vhost import VirtualHost
 
+AnyQueue = Queue | ClusterQueue
+
 
 @dataclass(eq=False)
 class ChannelConsumer:
     channel: Channel
-    queue: Queue
+    queue: AnyQueue
     tag: str
     no_ack: bool
     exclusive: bool
@@ -49,8 +55,14 @@ class ChannelConsumer:
     def can_take(self) -> bool:
         return (self.prefetch == 0 or self.unacked < self.prefetch) and self.channel.can_deliver()
 
+    @property
+    def owner(self) -> str:
+        return self.channel.ref
+
     def take(self, queue: Queue, entry: Entry, redelivered: bool) -> None:
-        self.channel.deliver(self, queue, entry, redelivered)
+        # self.queue, not the argument: a master's copy hands out its messages, but acks
+        # must go through the ClusterQueue so that mirrors hear of them.
+        self.channel.deliver(self, self.queue, entry, redelivered)
 
     def queue_deleted(self) -> None:
         self.channel.cancel_by_server(self)
@@ -58,7 +70,7 @@ class ChannelConsumer:
 
 @dataclass(slots=True)
 class Delivery:
-    queue: Queue
+    queue: AnyQueue
     seq: int
     consumer: ChannelConsumer | None
 
@@ -75,6 +87,10 @@ class Channel:
     def __init__(self, connection: Connection, channel_id: int) -> None:
         self.connection = connection
         self.id = channel_id
+        # The channel's name across the cluster: owner of its deliveries, sender of its
+        # publishes.
+        self.ref = f"{connection.broker.config.node_name}|{connection.id}|{channel_id}"
+        self._next_pubid = 1
         self.closing = False
         self.consumers: dict[str, ChannelConsumer] = {}
         self.unacked: dict[int, Delivery] = {}
@@ -84,12 +100,13 @@ class Channel:
         self.flow_active = True
         self.confirm = False
         self._next_publish_tag = 1
-        # (publish tag, store LSN it waits for), in publish order.
-        self.pending_confirms: deque[tuple[int, int]] = deque()
+        # (publish tag, store LSN it waits for, other nodes' confirms it waits for), in
+        # publish order.
+        self.pending_confirms: deque[tuple[int, int, ConfirmWait | None]] = deque()
         self.transactional = False
         self._tx_publishes: list[tuple[framing.Publish, Message]] = []
         self._tx_settlements: list[tuple[int, bool, bool | None]] = []
-        self.pending_commits: deque[int] = deque()
+        self.pending_commits: deque[tuple[int, list[ConfirmWait]]] = deque()
         self._content: _PendingContent | None = None
         self._last_queue = ""
         self._consumer_counter = 0
@@ -234,19 +251,31 @@ class Channel:
         if self.transactional:
             self._tx_publishes.append((publish, message))
             return
-        lsn = self._route(publish, message)
+        lsn, wait = self._route(publish, message, self.confirm)
         if self.confirm:
             tag = self._next_publish_tag
             self._next_publish_tag = tag + 1
-            self.pending_confirms.append((tag, lsn))
+            self.pending_confirms.append((tag, lsn, wait))
             self.broker.confirm_dirty.add(self)
 
-    def _route(self, publish: framing.Publish, message: Message) -> int:
-        """Enqueue on every matching queue; returns the store LSN to wait for."""
+    def _route(self, publish: framing.Publish, message: Message,
+               confirmed: bool) -> tuple[int, ConfirmWait | None]:
+        """Enqueue on every matching queue; returns the store LSN to wait for and, when
+        queues on other nodes got it, their confirms to wait for."""
         queues = self.vhost.route(self.vhost.exchanges[publish.exchange], publish.routing_key)
         lsn = 0
+        wait = None
         for queue in queues:
-            lsn = max(lsn, queue.enqueue(message))
+            if queue.replicated:
+                assert isinstance(queue, ClusterQueue)
+                pubid = self._next_pubid
+                self._next_pubid = pubid + 1
+                if confirmed and wait is None:
+                    wait = self.broker.cluster_wait(self.ref, pubid)
+                lsn = max(lsn, queue.publish(message, self.ref, pubid, wait))
+            else:
+                assert isinstance(queue, Queue)
+                lsn = max(lsn, queue.enqueue(message))
             queue.dispatch()
         if not queues and publish.mandatory:
             self._send_content(
@@ -255,21 +284,33 @@ class Channel:
                 ),
                 message,
             )
-        return lsn
+        return lsn, wait
 
     def release_confirms(self, durable_lsn: int) -> None:
-        """Send one ``basic.ack`` (multiple) for every publish whose data is durable, and
-        ``tx.commit-ok`` for commits that are."""
+        """Send one ``basic.ack`` (multiple) for every run of publishes whose data is
+        durable and held by every replica (a ``basic.nack`` for a run no replica kept),
+        and ``tx.commit-ok`` for commits that are."""
         pending = self.pending_confirms
         last = 0
         count = 0
-        while pending and pending[0][1] <= durable_lsn:
-            last = pending.popleft()[0]
+        ack = True
+        while pending:
+            tag, lsn, wait = pending[0]
+            if lsn > durable_lsn or (wait is not None and not wait.done):
+                break
+            fate = wait is None or not wait.failed
+            if count and fate != ack:
+                self.connection.send(framing.confirm_frame(self.id, last, count > 1, ack))
+                count = 0
+            ack = fate
+            last = tag
             count += 1
+            pending.popleft()
         if count:
-            self.connection.send(framing.confirm_frame(self.id, last, count > 1))
-        while self.pending_commits and self.pending_commits[0] <= durable_lsn:
-            self.pending_commits.popleft()
+            self.connection.send(framing.confirm_frame(self.id, last, count > 1, ack))
+        commits = self.pending_commits
+        while commits and commits[0][0] <= durable_lsn and all(w.done for w in commits[0][1]):
+            commits.popleft()
             self.send(commands.Tx.CommitOk())
 
     def fail_confirms(self) -> None:
@@ -291,7 +332,7 @@ class Channel:
         )
 
     def deliver(
-        self, consumer: ChannelConsumer, queue: Queue, entry: Entry, redelivered: bool
+        self, consumer: ChannelConsumer, queue: AnyQueue, entry: Entry, redelivered: bool
     ) -> None:
         tag = self._next_delivery_tag
         self._next_delivery_tag = tag + 1
@@ -343,17 +384,17 @@ class Channel:
         self._apply_settlement(self._take_deliveries(delivery_tag, multiple, method_id), requeue)
 
     def _apply_settlement(self, deliveries: list[Delivery], requeue: bool | None) -> None:
-        by_queue: dict[Queue, list[int]] = {}
+        by_queue: dict[AnyQueue, list[int]] = {}
         for delivery in deliveries:
             by_queue.setdefault(delivery.queue, []).append(delivery.seq)
         for queue, seqs in by_queue.items():
             if requeue:
-                queue.requeue(seqs)
+                queue.requeue(seqs, self.ref)
             else:
-                queue.settle(seqs)
+                queue.settle(seqs, self.ref)
         self._dispatch_after_credit(by_queue)
 
-    def _dispatch_after_credit(self, queues: dict[Queue, list[int]]) -> None:
+    def _dispatch_after_credit(self, queues: dict[AnyQueue, list[int]]) -> None:
         targets = set(queues)
         if self.global_prefetch:
             targets.update(c.queue for c in self.consumers.values())
@@ -384,6 +425,8 @@ class Channel:
             self._remove_consumer(consumer)
         self.requeue_all()
         self.broker.confirm_dirty.discard(self)
+        if self.broker.cluster is not None:
+            self.broker.cluster.channel_closed(self)
 
     def _remove_consumer(self, consumer: ChannelConsumer) -> None:
         self.consumers.pop(consumer.tag, None)
@@ -444,10 +487,15 @@ class Channel:
         if not method.passive and queue.durable:
             self.broker.definitions_changed()
         self._last_queue = name
-        if not method.nowait:
-            self.send(
-                commands.Queue.DeclareOk(name, queue.ready_count, len(queue.consumers))
-            )
+        if method.nowait:
+            return
+        if isinstance(queue, ClusterQueue) and not queue.is_master:
+            def counted(answer: dict[str, Any], payload: bytes) -> None:
+                self.send(commands.Queue.DeclareOk(name, answer["count"], answer["consumers"]))
+
+            self._ask_master(queue, "status", {}, counted)
+            return
+        self.send(commands.Queue.DeclareOk(name, queue.ready_count, len(queue.consumers)))
 
     def _queue_bind(self, method: commands.Queue.Bind) -> None:
         name = self._queue_name(method.queue)
@@ -473,8 +521,17 @@ class Channel:
     def _queue_purge(self, method: commands.Queue.Purge) -> None:
         name = self._queue_name(method.queue)
         self.check("read", name)
-        count = self.vhost.queue(name, self.connection.id).purge()
-        if not method.nowait:
+        queue = self.vhost.queue(name, self.connection.id)
+        nowait = method.nowait
+        if isinstance(queue, ClusterQueue) and not queue.is_master:
+            def purged(answer: dict[str, Any], payload: bytes) -> None:
+                if not nowait:
+                    self.send(commands.Queue.PurgeOk(answer["count"]))
+
+            self._ask_master(queue, "purge", {}, purged)
+            return
+        count = queue.purge()
+        if not nowait:
             self.send(commands.Queue.PurgeOk(count))
 
     def _queue_delete(self, method: commands.Queue.Delete) -> None:
@@ -483,6 +540,15 @@ class Channel:
         queue = self.vhost.queues.get(name)
         if queue is not None:
             self.vhost.check_exclusive(queue, self.connection.id)
+        nowait = method.nowait
+        if isinstance(queue, ClusterQueue) and not queue.is_master:
+            def deleted(answer: dict[str, Any], payload: bytes) -> None:
+                if not nowait:
+                    self.send(commands.Queue.DeleteOk(answer["count"]))
+
+            self._ask_master(queue, "delete", {"if_unused": method.if_unused,
+                                               "if_empty": method.if_empty}, deleted)
+            return
         count = self.broker.delete_queue(
             self.vhost, name, if_unused=method.if_unused, if_empty=method.if_empty
         )
@@ -541,22 +607,56 @@ class Channel:
         name = self._queue_name(method.queue)
         self.check("read", name)
         queue = self.vhost.queue(name, self.connection.id)
-        taken = queue.take_next(method.no_ack)
-        if taken is None:
+        no_ack = method.no_ack
+        if isinstance(queue, ClusterQueue) and not queue.is_master:
+            def got(answer: dict[str, Any], payload: bytes) -> None:
+                entry = Entry(answer["seq"], Message.decode(payload)) if "seq" in answer else None
+                self._get_answer(queue, no_ack, entry, answer.get("redelivered", False),
+                                 answer["count"])
+
+            self._ask_master(queue, "get", {"no_ack": no_ack, "owner": self.ref}, got)
+            return
+        taken = queue.take_next(no_ack, self.ref)
+        entry, redelivered = taken if taken is not None else (None, False)
+        self._get_answer(queue, no_ack, entry, redelivered, queue.ready_count)
+
+    def _get_answer(self, queue: AnyQueue, no_ack: bool, entry: Entry | None,
+                    redelivered: bool, remaining: int) -> None:
+        if entry is None:
             self.send(commands.Basic.GetEmpty())
             return
-        entry, redelivered = taken
         tag = self._next_delivery_tag
         self._next_delivery_tag = tag + 1
-        if not method.no_ack:
+        if not no_ack:
             self.unacked[tag] = Delivery(queue, entry.seq, None)
         message = entry.message
         self._send_content(
             commands.Basic.GetOk(
-                tag, redelivered, message.exchange, message.routing_key, queue.ready_count
+                tag, redelivered, message.exchange, message.routing_key, remaining
             ),
             message,
         )
+
+    def _ask_master(self, queue: ClusterQueue, op: str, args: dict[str, Any],
+                    then: Callable[[dict[str, Any], bytes], None]) -> None:
+        """The queue's master is on another node: park the connection until it answers,
+        so that replies keep the order of requests."""
+        connection = self.connection
+        connection.park()
+
+        def answered(answer: dict[str, Any], payload: bytes) -> None:
+            try:
+                if "error" in answer:
+                    raise _master_error(queue, answer)
+                if not self.closing:
+                    then(answer, payload)
+            except AMQPError as error:
+                connection.channel_failed(self, error)
+            connection.resume()
+
+        cluster = self.broker.cluster
+        assert cluster is not None
+        cluster.call(queue, op, args, answered)
 
     def _basic_reject(self, method: commands.Basic.Reject) -> None:
         self._settle(method.delivery_tag or 0, False, method.requeue, method_id=90)
@@ -597,9 +697,13 @@ class Channel:
                 self._take_deliveries(delivery_tag, multiple, 10), requeue
             )
         lsn = 0
+        waits = []
         for publish, message in publishes:
-            lsn = max(lsn, self._route(publish, message))
-        self.pending_commits.append(lsn)
+            routed, wait = self._route(publish, message, True)
+            lsn = max(lsn, routed)
+            if wait is not None:
+                waits.append(wait)
+        self.pending_commits.append((lsn, waits))
         self.broker.confirm_dirty.add(self)
 
     def _tx_rollback(self, method: commands.Tx.Rollback) -> None:
@@ -608,6 +712,16 @@ class Channel:
         self._tx_publishes.clear()
         self._tx_settlements.clear()
         self.send(commands.Tx.RollbackOk())
+
+
+def _master_error(queue: ClusterQueue, answer: dict[str, Any]) -> ChannelError:
+    if answer["error"] == "precondition":
+        return ChannelError(PRECONDITION_FAILED, answer["text"])
+    return ChannelError(
+        NOT_FOUND,
+        f"home node '{queue.master_node}' of queue '{queue.name}' in vhost "
+        f"'{queue.vhost}' is down or inaccessible",
+    )
 
 
 _HANDLERS: dict[type, Any] = {

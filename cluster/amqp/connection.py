@@ -10,6 +10,7 @@ open/open-ok; then channels. A hard error closes the connection with
 from __future__ import annotations
 
 import enum
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from pamqp import commands, decode
@@ -25,6 +26,7 @@ from cluster.amqp.errors import (
     FRAME_ERROR,
     NOT_ALLOWED,
     UNEXPECTED_FRAME,
+    AMQPError,
     ChannelError,
     ConnectionError_,
 )
@@ -86,6 +88,10 @@ class Connection:
         self._closing_channels: set[int] = set()
         self._reader = framing.FrameReader(config.frame_max)
         self._header = b""
+        # A channel waiting for another node's answer (basic.get on a remote queue, ...)
+        # parks the connection: frames after it wait here so replies keep their order.
+        self.parked = False
+        self._backlog: deque[tuple[int, int, bytes]] = deque()
         now = broker.now()
         self.opened_at = now
         self._last_received = now
@@ -129,12 +135,39 @@ class Connection:
                 if not data:
                     return
             self._reader.feed(data)
-            for frame_type, channel, payload in self._reader.frames():
+            frames = self._reader.frames()
+            if self.parked or self._backlog:
+                self._backlog.extend(frames)
+                return
+            for index, (frame_type, channel, payload) in enumerate(frames):
                 self._receive_frame(frame_type, channel, payload)
                 if self.state is State.CLOSED:
                     return
+                if self.parked:
+                    self._backlog.extend(frames[index + 1:])
+                    return
         except ConnectionError_ as error:
             self.close_with_error(error)
+
+    def park(self) -> None:
+        self.parked = True
+
+    def resume(self) -> None:
+        """The awaited answer came: go on with the frames that arrived meanwhile."""
+        self.parked = False
+        backlog = self._backlog
+        try:
+            while backlog and not self.parked and self.state is not State.CLOSED:
+                self._receive_frame(*backlog.popleft())
+        except ConnectionError_ as error:
+            self.close_with_error(error)
+
+    def channel_failed(self, channel: Channel, error: AMQPError) -> None:
+        """A parked channel's continuation failed: a channel or connection error."""
+        if isinstance(error, ConnectionError_):
+            self.close_with_error(error)
+        elif isinstance(error, ChannelError):
+            self._close_channel(channel, error)
 
     def _receive_header(self, data: bytes) -> bytes:
         self._header += data

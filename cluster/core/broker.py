@@ -12,7 +12,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cluster.amqp.channel import Channel
 from cluster.amqp.connection import Connection, State
@@ -22,6 +22,11 @@ from cluster.core.policy import Policy, effective_policy
 from cluster.core.queue import MessageLog, Queue
 from cluster.core.users import Permission, Users
 from cluster.core.vhost import VirtualHost
+
+if TYPE_CHECKING:
+    from cluster.ha.confirms import ConfirmWait
+    from cluster.ha.coordinator import Coordinator
+    from cluster.ha.queue import ClusterQueue
 
 PRODUCT = "mirrorchaos"
 VERSION = "0.1.0"
@@ -74,6 +79,8 @@ class Broker:
         self.confirm_dirty: set[Channel] = set()
         self.durable_lsn = 0
         self.alarm = False
+        # Set by cluster.ha.Coordinator when the node is part of a cluster.
+        self.cluster: Coordinator | None = None
         self.add_vhost("/")
 
     # -- setup --------------------------------------------------------------------------
@@ -81,7 +88,8 @@ class Broker:
     def add_vhost(self, name: str) -> VirtualHost:
         vhost = self.vhosts.get(name)
         if vhost is None:
-            vhost = self.vhosts[name] = VirtualHost(name, self.log, self._queue_deleted)
+            vhost = self.vhosts[name] = VirtualHost(name, self.log, self._queue_deleted,
+                                                    self._new_queue)
         return vhost
 
     def delete_vhost(self, name: str) -> bool:
@@ -171,12 +179,22 @@ class Broker:
             self.definitions_changed()
         return count
 
-    def _queue_deleted(self, queue: Queue) -> None:
-        for consumer in list(queue.consumers):
+    def _new_queue(self, vhost: str, name: str, *, durable: bool, exclusive_owner: int | None,
+                   auto_delete: bool, arguments: dict[str, Any]) -> Queue | ClusterQueue:
+        if self.cluster is not None:
+            return self.cluster.new_queue(vhost, name, durable=durable,
+                                          exclusive_owner=exclusive_owner,
+                                          auto_delete=auto_delete, arguments=arguments)
+        return Queue(vhost, name, durable=durable, exclusive_owner=exclusive_owner,
+                     auto_delete=auto_delete, arguments=arguments, log=self.log)
+
+    def _queue_deleted(self, queue: Queue | ClusterQueue) -> None:
+        consumers: list[Any] = list(queue.consumers)
+        for consumer in consumers:
             consumer.queue_deleted()
         queue.consumers.clear()
 
-    def policy_for(self, queue: Queue) -> Policy | None:
+    def policy_for(self, queue: Queue | ClusterQueue) -> Policy | None:
         if queue.exclusive_owner is not None:
             return None
         return effective_policy(list(self.policies.values()), queue.vhost, queue.name)
@@ -185,12 +203,16 @@ class Broker:
         self.policies[(policy.vhost, policy.name)] = policy
         self.events.emit("policy_set", **policy.to_json())
         self.definitions_changed()
+        if self.cluster is not None:
+            self.cluster.policy_changed()
 
     def clear_policy(self, vhost: str, name: str) -> bool:
         if self.policies.pop((vhost, name), None) is None:
             return False
         self.events.emit("policy_cleared", vhost=vhost, name=name)
         self.definitions_changed()
+        if self.cluster is not None:
+            self.cluster.policy_changed()
         return True
 
     # -- durability and confirms --------------------------------------------------------
@@ -198,8 +220,22 @@ class Broker:
     def after_input(self) -> None:
         """Called by the shell once per batch of input: confirms for transient publishes
         go out in one ``basic.ack multiple``, and the memory alarm is re-evaluated."""
+        if self.cluster is not None:
+            self.cluster.after_input()
         self.release_confirms()
         self.check_memory()
+
+    def cluster_wait(self, sender: str, pubid: int) -> ConfirmWait:
+        assert self.cluster is not None
+        return self.cluster.wait_for(sender, pubid)
+
+    def confirm_waits_changed(self, sender: str) -> None:
+        """Another node confirmed one of ``sender``'s publishes."""
+        _, connection_id, channel_id = sender.split("|")
+        connection = self.connections.get(int(connection_id))
+        channel = connection.channels.get(int(channel_id)) if connection is not None else None
+        if channel is not None:
+            self.confirm_dirty.add(channel)
 
     def release_confirms(self) -> None:
         if not self.confirm_dirty:
@@ -214,6 +250,8 @@ class Broker:
 
     def on_durable(self, lsn: int) -> None:
         self.durable_lsn = max(self.durable_lsn, lsn)
+        if self.cluster is not None:
+            self.cluster.on_durable(self.durable_lsn)
         self.release_confirms()
 
     def on_store_failure(self, error: Exception) -> None:
@@ -254,6 +292,8 @@ class Broker:
     # -- definitions --------------------------------------------------------------------
 
     def definitions_changed(self) -> None:
+        if self.cluster is not None:
+            self.cluster.entities_dirty = True
         if self._save_definitions is not None:
             self._save_definitions(self.to_definitions())
 
@@ -295,7 +335,7 @@ class Broker:
             vhost_name, _, queue_name = key.partition("\x00")
             vhost = self.vhosts.get(vhost_name)
             queue = vhost.queues.get(queue_name) if vhost is not None else None
-            if queue is None:
+            if not isinstance(queue, Queue):
                 if self.log is not None:
                     self.log.stage_drop_queue(key)
                 continue

@@ -22,6 +22,9 @@ class Entry:
     seq: int
     message: Message
     delivered: bool = False
+    # Who holds it while unacknowledged (a channel's cluster-wide name; "" locally), so
+    # an ack from one channel never settles another's delivery of the same message.
+    owner: str = ""
 
     def __lt__(self, other: Entry) -> bool:
         return self.seq < other.seq
@@ -34,11 +37,27 @@ class Consumer(Protocol):
     no_ack: bool
     exclusive: bool
 
+    @property
+    def owner(self) -> str: ...
+
     def can_take(self) -> bool: ...
 
     def take(self, queue: Queue, entry: Entry, redelivered: bool) -> None: ...
 
     def queue_deleted(self) -> None: ...
+
+
+class QueueObserver(Protocol):
+    """Told of every change a master makes, so that it can replicate them (see
+    ``cluster.ha``)."""
+
+    def taken(self, entry: Entry, no_ack: bool) -> None: ...
+
+    def settled(self, seqs: list[int]) -> None: ...
+
+    def requeued(self, seqs: list[int]) -> None: ...
+
+    def purged(self) -> None: ...
 
 
 class MessageLog(Protocol):
@@ -61,6 +80,9 @@ class Queue:
     arguments: dict[str, Any] = field(default_factory=dict)
     log: MessageLog | None = None
 
+    # A ClusterQueue (cluster.ha) says True: publishes carry a sender and confirm wait.
+    replicated = False
+
     def __post_init__(self) -> None:
         self._fresh: deque[Entry] = deque()
         self._requeued: list[Entry] = []
@@ -70,6 +92,7 @@ class Queue:
         self._next_seq = 1
         self._round_robin = 0
         self.message_bytes = 0
+        self.observer: QueueObserver | None = None
 
     @property
     def key(self) -> str:
@@ -84,9 +107,16 @@ class Queue:
 
     # -- messages -----------------------------------------------------------------------
 
+    @property
+    def next_seq(self) -> int:
+        return self._next_seq
+
     def enqueue(self, message: Message) -> int:
         """Append a message; returns the store LSN it must wait for (0: none)."""
-        seq = self._next_seq
+        return self.enqueue_at(self._next_seq, message)
+
+    def enqueue_at(self, seq: int, message: Message) -> int:
+        """Append a message with the sequence id its master gave it (mirrors)."""
         self._next_seq = seq + 1
         self._fresh.append(Entry(seq, message))
         self.message_bytes += len(message.body)
@@ -118,30 +148,78 @@ class Queue:
             if persisted:
                 self.log.stage_remove(self.key, persisted)
 
-    def take_next(self, no_ack: bool) -> tuple[Entry, bool] | None:
+    def take_next(self, no_ack: bool, owner: str = "") -> tuple[Entry, bool] | None:
         """Remove the head for delivery; returns it with its redelivered flag."""
         entry = self._pop_ready()
         if entry is None:
             return None
         redelivered = entry.delivered
+        self._take(entry, no_ack, owner)
+        if self.observer is not None:
+            self.observer.taken(entry, no_ack)
+        return entry, redelivered
+
+    def _take(self, entry: Entry, no_ack: bool, owner: str) -> None:
+        entry.owner = owner
         if no_ack:
             self._forget([entry])
         else:
             entry.delivered = True
             self.unacked[entry.seq] = entry
-        return entry, redelivered
 
-    def settle(self, seqs: Iterable[int]) -> None:
-        """Acknowledge (or reject without requeue): the messages are gone."""
-        gone = [entry for seq in seqs if (entry := self.unacked.pop(seq, None)) is not None]
+    def take_seq(self, seq: int, no_ack: bool, owner: str) -> None:
+        """Take the ready message ``seq`` as the master did (mirrors). A mirror that
+        joined after it was published does not hold it and has nothing to do."""
+        fresh, requeued = self._fresh, self._requeued
+        if requeued and requeued[0].seq == seq:
+            entry = heapq.heappop(requeued)
+        elif fresh and fresh[0].seq == seq:
+            entry = fresh.popleft()
+        else:
+            return
+        self._take(entry, no_ack, owner)
+
+    def settle(self, seqs: Iterable[int], owner: str | None = None) -> None:
+        """Acknowledge (or reject without requeue): the messages are gone. With
+        ``owner``, only that holder's deliveries are settled."""
+        gone = self._release(seqs, owner)
         if gone:
             self._forget(gone)
+            if self.observer is not None:
+                self.observer.settled([e.seq for e in gone])
 
-    def requeue(self, seqs: Iterable[int]) -> None:
+    def requeue(self, seqs: Iterable[int], owner: str | None = None) -> None:
+        back = self._release(seqs, owner)
+        for entry in back:
+            heapq.heappush(self._requeued, entry)
+        if back and self.observer is not None:
+            self.observer.requeued([e.seq for e in back])
+
+    def _release(self, seqs: Iterable[int], owner: str | None) -> list[Entry]:
+        unacked = self.unacked
+        out = []
         for seq in seqs:
-            entry = self.unacked.pop(seq, None)
-            if entry is not None:
-                heapq.heappush(self._requeued, entry)
+            entry = unacked.get(seq)
+            if entry is not None and (owner is None or entry.owner == owner):
+                del unacked[seq]
+                out.append(entry)
+        return out
+
+    def unacked_of(self, owner_prefix: str) -> list[int]:
+        """Seqs held by owners whose name starts with ``owner_prefix`` (a node's)."""
+        return [seq for seq, e in self.unacked.items() if e.owner.startswith(owner_prefix)]
+
+    def oldest_seq(self) -> int:
+        """The lowest sequence id still held (ready or unacknowledged); ``next_seq`` when
+        empty. A mirror that joined at seq J holds everything once this reaches J."""
+        candidates = [self._next_seq]
+        if self._fresh:
+            candidates.append(self._fresh[0].seq)
+        if self._requeued:
+            candidates.append(self._requeued[0].seq)
+        if self.unacked:
+            candidates.append(min(self.unacked))
+        return min(candidates)
 
     def purge(self) -> int:
         """Drop every ready message; unacknowledged ones stay."""
@@ -149,6 +227,8 @@ class Queue:
         self._fresh.clear()
         self._requeued = []
         self._forget(dropped)
+        if self.observer is not None:
+            self.observer.purged()
         return len(dropped)
 
     def drop_all(self) -> None:
@@ -184,6 +264,6 @@ class Queue:
             else:
                 return
             self._round_robin = (start + offset + 1) % count
-            taken = self.take_next(consumer.no_ack)
+            taken = self.take_next(consumer.no_ack, consumer.owner)
             assert taken is not None  # the loop condition saw a ready message
             consumer.take(self, taken[0], taken[1])

@@ -7,7 +7,7 @@ with RabbitMQ's reply text, so clients see the same errors they would there.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, Union
 
 from cluster.amqp.errors import (
     ACCESS_REFUSED,
@@ -20,6 +20,16 @@ from cluster.amqp.errors import (
 )
 from cluster.core.exchange import EXCHANGE_TYPES, Exchange
 from cluster.core.queue import MessageLog, Queue
+
+if TYPE_CHECKING:
+    from cluster.ha.queue import ClusterQueue
+
+AnyQueue = Union[Queue, "ClusterQueue"]
+
+
+class QueueFactory(Protocol):
+    def __call__(self, vhost: str, name: str, *, durable: bool, exclusive_owner: int | None,
+                 auto_delete: bool, arguments: dict[str, Any]) -> AnyQueue: ...
 
 # The queue arguments RabbitMQ compares when a queue is redeclared; any other argument
 # is accepted and ignored (RabbitMQ's declare_args).
@@ -49,13 +59,15 @@ class VirtualHost:
         self,
         name: str,
         log: MessageLog | None,
-        on_queue_deleted: Callable[[Queue], None],
+        on_queue_deleted: Callable[[AnyQueue], None],
+        new_queue: QueueFactory | None = None,
     ) -> None:
         self.name = name
         self.log = log
         self.exchanges: dict[str, Exchange] = {n: Exchange(n, t) for n, t in PREDECLARED.items()}
-        self.queues: dict[str, Queue] = {}
+        self.queues: dict[str, AnyQueue] = {}
         self._on_queue_deleted = on_queue_deleted
+        self._new_queue: QueueFactory = new_queue or self._plain_queue
 
     def describe(self, kind: str, name: str) -> str:
         return f"{kind} '{name}' in vhost '{self.name}'"
@@ -128,7 +140,7 @@ class VirtualHost:
 
     # -- queues -------------------------------------------------------------------------
 
-    def queue(self, name: str, connection_id: int | None = None) -> Queue:
+    def queue(self, name: str, connection_id: int | None = None) -> AnyQueue:
         """Look a queue up for use; exclusive queues only serve their own connection."""
         queue = self.queues.get(name)
         if queue is None:
@@ -138,7 +150,7 @@ class VirtualHost:
         return queue
 
     def check_exclusive(
-        self, queue: Queue, connection_id: int, exclusive: bool | None = None
+        self, queue: AnyQueue, connection_id: int, exclusive: bool | None = None
     ) -> None:
         """Another connection's exclusive queue is locked. A redeclaration passes
         ``exclusive``: declaring with the other exclusivity is locked too (RabbitMQ's
@@ -165,7 +177,7 @@ class VirtualHost:
         auto_delete: bool,
         arguments: dict[str, Any],
         server_named: bool = False,
-    ) -> Queue:
+    ) -> AnyQueue:
         if passive:
             return self.queue(name, connection_id)
         if name.startswith("amq.") and not server_named:
@@ -184,19 +196,18 @@ class VirtualHost:
                                     & EQUIVALENCE_ARGUMENTS)),
             ])
             return existing
-        return self.add_queue(
-            Queue(
-                self.name,
-                name,
-                durable=durable,
-                exclusive_owner=connection_id if exclusive else None,
-                auto_delete=auto_delete,
-                arguments=dict(arguments),
-                log=self.log,
-            )
-        )
+        return self.add_queue(self._new_queue(
+            self.name, name, durable=durable,
+            exclusive_owner=connection_id if exclusive else None,
+            auto_delete=auto_delete, arguments=dict(arguments)))
 
-    def add_queue(self, queue: Queue) -> Queue:
+    def _plain_queue(self, vhost: str, name: str, *, durable: bool,
+                     exclusive_owner: int | None, auto_delete: bool,
+                     arguments: dict[str, Any]) -> AnyQueue:
+        return Queue(vhost, name, durable=durable, exclusive_owner=exclusive_owner,
+                     auto_delete=auto_delete, arguments=arguments, log=self.log)
+
+    def add_queue(self, queue: AnyQueue) -> AnyQueue:
         self.queues[queue.name] = queue
         return queue
 
@@ -241,7 +252,7 @@ class VirtualHost:
         ):
             del self.exchanges[exchange]
 
-    def route(self, exchange: Exchange, routing_key: str) -> list[Queue]:
+    def route(self, exchange: Exchange, routing_key: str) -> list[AnyQueue]:
         if exchange.name == "":
             queue = self.queues.get(routing_key)
             return [queue] if queue is not None else []

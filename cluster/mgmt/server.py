@@ -19,9 +19,8 @@ from cluster.amqp.connection import Connection
 from cluster.amqp.errors import NOT_FOUND, AMQPError
 from cluster.core.broker import PRODUCT, VERSION, Broker
 from cluster.core.policy import Policy, PolicyError
-from cluster.core.queue import Queue
 from cluster.core.users import Permission, User, Users
-from cluster.core.vhost import VirtualHost
+from cluster.core.vhost import AnyQueue, VirtualHost
 from cluster.mgmt import shapes
 
 if TYPE_CHECKING:
@@ -259,7 +258,7 @@ class ManagementApi:
             return [broker.vhosts[n] for n in sorted(broker.vhosts)]
         return [self._vhost(broker, name)]
 
-    def _queue(self, broker: Broker, request: web.Request) -> Queue:
+    def _queue(self, broker: Broker, request: web.Request) -> AnyQueue:
         vhost = self._vhost(broker, request.match_info["vhost"])
         name = request.match_info["name"]
         queue = vhost.queues.get(name)

@@ -16,7 +16,9 @@ from cluster.core.broker import Broker
 from cluster.core.exchange import Exchange
 from cluster.core.queue import Queue
 from cluster.core.users import Permission, User
-from cluster.core.vhost import VirtualHost
+from cluster.core.vhost import AnyQueue, VirtualHost
+from cluster.ha.queue import ClusterQueue
+from cluster.ha.record import node_of
 
 # RabbitMQ's connection states; the handshake states have no counterpart there.
 _CONNECTION_STATES = {State.OPEN: "running", State.CLOSING: "closing", State.CLOSED: "closed"}
@@ -24,11 +26,19 @@ _CONNECTION_STATES = {State.OPEN: "running", State.CLOSING: "closing", State.CLO
 Address = tuple[str, int]
 
 
-def message_totals(queues: Iterable[Queue]) -> dict[str, int]:
+def _messages_here(queue: AnyQueue) -> Queue | None:
+    """The messages this node holds for the queue: all of them on the master, a
+    mirror's copy, or none."""
+    return queue.copy if isinstance(queue, ClusterQueue) else queue
+
+
+def message_totals(queues: Iterable[AnyQueue]) -> dict[str, int]:
     ready = unacked = 0
     for queue in queues:
-        ready += queue.ready_count
-        unacked += len(queue.unacked)
+        held = _messages_here(queue)
+        if held is not None:
+            ready += held.ready_count
+            unacked += len(held.unacked)
     return {
         "messages": ready + unacked,
         "messages_ready": ready,
@@ -36,8 +46,15 @@ def message_totals(queues: Iterable[Queue]) -> dict[str, int]:
     }
 
 
-def queue_json(broker: Broker, queue: Queue) -> dict[str, Any]:
+def queue_json(broker: Broker, queue: AnyQueue) -> dict[str, Any]:
     policy = broker.policy_for(queue)
+    node, mirrors, synced = broker.config.node_name, [], []
+    held = _messages_here(queue)
+    if isinstance(queue, ClusterQueue):
+        record = queue.record
+        node = queue.master_node
+        mirrors = [node_of(m) for m in record.mirrors]
+        synced = [node_of(m) for m in record.synced]
     return {
         "name": queue.name,
         "vhost": queue.vhost,
@@ -45,16 +62,14 @@ def queue_json(broker: Broker, queue: Queue) -> dict[str, Any]:
         "auto_delete": queue.auto_delete,
         "exclusive": queue.exclusive_owner is not None,
         "arguments": queue.arguments,
-        "node": broker.config.node_name,
+        "node": node,
         **message_totals([queue]),
-        "consumers": len(queue.consumers),
+        "consumers": len(held.consumers) if held is not None else len(queue.consumers),
         "policy": policy.name if policy is not None else None,
         "effective_policy_definition": policy.definition if policy is not None else {},
         "state": "running",
-        # A node without a cluster (SPEC §2.2) holds every queue alone: there are no
-        # mirrors to list until clustering places them.
-        "slave_nodes": [],
-        "synchronised_slave_nodes": [],
+        "slave_nodes": mirrors,
+        "synchronised_slave_nodes": synced,
     }
 
 

@@ -26,7 +26,15 @@ class PeerDown:
     reason: str
 
 
-Event = PeerUp | PeerDown
+@dataclass(frozen=True, slots=True)
+class AppStopped:
+    """The peer is up but its broker app stopped (``stop_app``): its queues are gone
+    until the app starts again, with a new incarnation."""
+
+    peer: str
+
+
+Event = PeerUp | PeerDown | AppStopped
 
 
 @dataclass(slots=True)
@@ -68,8 +76,8 @@ class FailureDetector:
         if not state.up or state.incarnation != incarnation:
             return self.hello(peer, incarnation, app_running, now)
         state.last_heard = now
-        state.app_running = app_running
-        return []
+        was_running, state.app_running = state.app_running, app_running
+        return [AppStopped(peer)] if was_running and not app_running else []
 
     def link_closed(self, peer: str) -> list[Event]:
         return self._down(peer, "connection closed")

@@ -1,0 +1,530 @@
+"""One node's part in the cluster, I/O-free.
+
+The node shell feeds it peer messages (`received`), peer up/down events and the
+store's durable LSN, and sends what it leaves in ``outbox`` as ``(peer, Envelope)``.
+It keeps the replicated metadata, turns queue records into `ClusterQueue` objects in
+the broker's vhosts, places mirrors by policy, promotes the eldest mirror when a master
+dies, carries consumers, credit, deliveries, acks and confirms between nodes, and
+answers other nodes' calls (``basic.get``, purge, delete, declare counts).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from cluster.core.message import Message
+from cluster.core.queue import Entry, Queue
+from cluster.gm import GMMessage, View
+from cluster.ha import entities
+from cluster.ha.confirms import ConfirmWait
+from cluster.ha.queue import ClusterQueue, ConsumerProxy, consumer_key
+from cluster.ha.record import (
+    Member,
+    QueueRecord,
+    member_id,
+    node_of,
+    queue_key,
+    wanted_mirror_nodes,
+)
+from cluster.ha.wire import decode_gm, encode_gm
+from cluster.meta.replica import Key, Replica, Update
+from cluster.peer.codec import Envelope
+
+if TYPE_CHECKING:
+    from cluster.amqp.channel import Channel, ChannelConsumer
+    from cluster.core.broker import Broker
+
+Reply = Callable[[dict[str, Any], bytes], None]
+
+
+class Coordinator:
+    def __init__(self, broker: Broker, node: str, incarnation: str, peers: list[str]) -> None:
+        self.broker = broker
+        self.node = node
+        self.incarnation = incarnation
+        self.me_prefix = f"{node}/"
+        self.peers = peers
+        self.running: dict[str, str] = {}  # peer -> incarnation, while its app runs
+        self.meta = Replica(node)
+        self.outbox: list[tuple[str, Envelope]] = []
+        self.waits: dict[str, dict[int, ConfirmWait]] = defaultdict(dict)
+        self._durable_confirms: list[tuple[int, str, int]] = []
+        self._consumers: dict[str, tuple[ClusterQueue, ChannelConsumer]] = {}
+        self._calls: dict[int, tuple[str, Reply]] = {}
+        self._next_call = 1
+        self._changed: set[ClusterQueue] = set()
+        self.entities_dirty = True
+        broker.cluster = self
+
+    # -- the node's members -------------------------------------------------------------
+
+    @property
+    def me(self) -> Member:
+        return member_id(self.node, self.incarnation)
+
+    def cluster_nodes(self) -> list[str]:
+        """Nodes whose app runs, this one included, in configured order."""
+        return sorted([self.node, *self.running])
+
+    def send(self, node: str, envelope: Envelope) -> None:
+        self.outbox.append((node, envelope))
+
+    def take_outbox(self) -> list[tuple[str, Envelope]]:
+        out, self.outbox = self.outbox, []
+        return out
+
+    # -- metadata -----------------------------------------------------------------------
+
+    def after_input(self) -> None:
+        """After each batch of input: publish definition changes and sync progress."""
+        if self.entities_dirty:
+            self.entities_dirty = False
+            self._sync_entities()
+        if self._changed:
+            changed, self._changed = self._changed, set()
+            for queue in changed:
+                self._update_synced(queue)
+
+    def _sync_entities(self) -> None:
+        local = entities.records(self.broker)
+        updates = []
+        for key, value in local.items():
+            if self.meta.get(key) != value:
+                updates.append(self.meta.put(key, value))
+        for kind in entities.KINDS:
+            for key, _ in list(self.meta.items(kind)):
+                if key not in local:
+                    updates.append(self.meta.delete(key))
+        self._broadcast_meta(updates)
+
+    def _broadcast_meta(self, updates: list[Update]) -> None:
+        if not updates:
+            return
+        payload = json.dumps([u.to_json() for u in updates]).encode()
+        for peer in self.running:
+            self.send(peer, Envelope("meta", {}, payload))
+
+    def write_record(self, record: QueueRecord) -> None:
+        self._broadcast_meta([self.meta.put(record.key, record.to_json())])
+
+    def _received_meta(self, payload: bytes) -> None:
+        for data in json.loads(payload):
+            update = Update.from_json(data)
+            if self.meta.apply(update):
+                self._apply(update.key, update.value)
+
+    def _apply(self, key: Key, value: dict[str, Any] | None) -> None:
+        if key[0] == "queue":
+            self._apply_queue(key, value)
+        else:
+            entities.apply(self.broker, key, value)
+
+    def peer_up(self, peer: str, incarnation: str) -> None:
+        self.running[peer] = incarnation
+        snapshot = self.meta.snapshot()
+        self.send(peer, Envelope("meta", {}, json.dumps([u.to_json() for u in snapshot])
+                                 .encode()))
+        for queue in self._queues():
+            if queue.is_master:
+                self._place_mirrors(queue)
+
+    def peer_down(self, peer: str) -> None:
+        self.running.pop(peer, None)
+        for waits in self.waits.values():
+            for wait in waits.values():
+                wait.lost(peer)
+        for queue in self._queues():
+            self._member_lost(queue, peer)
+        for call_id, (node, reply) in list(self._calls.items()):
+            if node == peer:
+                del self._calls[call_id]
+                reply({"error": "down"}, b"")
+
+    # -- queues and their records -------------------------------------------------------
+
+    def _queues(self) -> list[ClusterQueue]:
+        return [q for vhost in self.broker.vhosts.values() for q in vhost.queues.values()
+                if isinstance(q, ClusterQueue)]
+
+    def _find(self, vhost: str, name: str) -> ClusterQueue | None:
+        host = self.broker.vhosts.get(vhost)
+        queue = host.queues.get(name) if host is not None else None
+        return queue if isinstance(queue, ClusterQueue) else None
+
+    def new_queue(self, vhost: str, name: str, *, durable: bool, exclusive_owner: int | None,
+                  auto_delete: bool, arguments: dict[str, Any]) -> Queue | ClusterQueue:
+        """A channel here declared a new queue: this node is its master. Exclusive
+        queues are never mirrored and stay on their connection's node."""
+        copy = Queue(vhost, name, durable=durable, exclusive_owner=exclusive_owner,
+                     auto_delete=auto_delete, arguments=arguments, log=self.broker.log)
+        if exclusive_owner is not None:
+            return copy
+        return self._start_master(vhost, name, copy)
+
+    def _start_master(self, vhost: str, name: str, copy: Queue) -> ClusterQueue:
+        record = QueueRecord(vhost, name, copy.durable, copy.auto_delete, copy.arguments,
+                             View.first(self.me))
+        queue = ClusterQueue(self, record)
+        queue.start_master(self.me, copy)
+        self.write_record(record)
+        self.broker.events.emit("queue_master", vhost=vhost, queue=name, member=self.me)
+        self._place_mirrors(queue)
+        return queue
+
+    def restored(self, copy: Queue) -> ClusterQueue:
+        """A durable queue recovered from this node's store at start-up."""
+        return self._start_master(copy.vhost, copy.name, copy)
+
+    def new_copy(self, queue: ClusterQueue) -> Queue:
+        host = self.broker.vhosts[queue.vhost]
+        return Queue(queue.vhost, queue.name, durable=queue.durable,
+                     auto_delete=queue.auto_delete, arguments=queue.arguments, log=host.log)
+
+    def _apply_queue(self, key: Key, value: dict[str, Any] | None) -> None:
+        _, vhost_name, name = key
+        queue = self._find(vhost_name, name)
+        host = self.broker.vhosts.get(vhost_name)
+        if value is None:
+            if queue is not None and host is not None and not queue.deleted:
+                queue.deleted = True
+                self.broker.delete_queue(host, name)
+            return
+        if host is None:
+            return
+        record = QueueRecord.from_json(key, value)
+        if queue is None:
+            local = host.queues.get(name)
+            if local is not None:  # our own copy lost to the cluster's: start empty
+                local.drop_all()
+            queue = ClusterQueue(self, record)
+            host.add_queue(queue)
+        else:
+            queue.install(record)
+        if queue.me is None and self.me in record.view:
+            queue.start_mirror(self.me)
+            self.broker.events.emit("mirror_added", vhost=vhost_name, queue=name,
+                                    member=self.me)
+
+    def queue_deleted(self, queue: ClusterQueue) -> None:
+        key = queue_key(queue.vhost, queue.name)
+        if self.meta.get(key) is not None:
+            self._broadcast_meta([self.meta.delete(key)])
+
+    def queue_changed(self, queue: ClusterQueue) -> None:
+        if queue.join_seq:
+            self._changed.add(queue)
+
+    def _update_synced(self, queue: ClusterQueue) -> None:
+        done = queue.unsynchronised_now_synced()
+        if done and queue.is_master:
+            record = queue.record
+            queue.record = type(record)(
+                record.vhost, record.name, record.durable, record.auto_delete,
+                record.arguments, record.view, (*record.synced, *done))
+            self.write_record(queue.record)
+            for member in done:
+                self.broker.events.emit("mirror_synchronised", vhost=queue.vhost,
+                                        queue=queue.name, member=member)
+
+    def policy_changed(self) -> None:
+        for queue in self._queues():
+            if queue.is_master:
+                self._place_mirrors(queue)
+
+    def _place_mirrors(self, queue: ClusterQueue) -> None:
+        """Master: add mirrors on running nodes the policy wants and lacks."""
+        assert queue.copy is not None
+        policy = self.broker.policy_for(queue)
+        definition = policy.definition if policy is not None else None
+        current = [node_of(m) for m in queue.record.mirrors]
+        wanted = wanted_mirror_nodes(definition, self.node, current, self.cluster_nodes())
+        view = queue.record.view
+        added = []
+        for node in wanted:
+            if node not in current and node in self.running:
+                member = member_id(node, self.running[node])
+                if member in view or member in view.heirs:
+                    continue
+                view = view.joined(member)
+                queue.join_seq[member] = queue.copy.next_seq
+                added.append(member)
+        if added:
+            self._install(queue, queue.record.with_view(view))
+            if not queue.copy.ready_count and not queue.copy.unacked:
+                self._changed.add(queue)
+
+    def _install(self, queue: ClusterQueue, record: QueueRecord) -> None:
+        self.write_record(record)
+        queue.install(record)
+
+    def _member_lost(self, queue: ClusterQueue, peer: str) -> None:
+        """A node died: the eldest live member of each queue it was in fixes the view;
+        a mirror that is now eldest after the master is promoted."""
+        record = queue.record
+        dead = [m for m in record.view.members if node_of(m) == peer]
+        if queue.is_master:
+            queue.node_down(peer)
+        if not dead or queue.me is None:
+            return
+        alive = [m for m in record.view.members if m not in dead]
+        if not alive or alive[0] != queue.me:
+            return
+        was_master = record.master in dead
+        queue.join_seq = {m: s for m, s in queue.join_seq.items() if m not in dead}
+        new_record = record.with_view(record.view.without(*dead))
+        if was_master:
+            self.broker.events.emit("promotion", vhost=queue.vhost, queue=queue.name,
+                                    member=queue.me, dead=dead,
+                                    synchronised=queue.me in record.synced)
+            queue.record = new_record
+            queue.promote()
+            self._install(queue, new_record)
+            self._place_mirrors(queue)
+            queue.copy.dispatch()  # type: ignore[union-attr]
+        else:
+            for member in dead:
+                self.broker.events.emit("mirror_dropped", vhost=queue.vhost,
+                                        queue=queue.name, member=member)
+            self._install(queue, new_record)
+            self._place_mirrors(queue)
+
+    # -- publishes and confirms ---------------------------------------------------------
+
+    def wait_for(self, sender: str, pubid: int) -> ConfirmWait:
+        wait = self.waits[sender][pubid] = ConfirmWait()
+        return wait
+
+    def forget_channel(self, sender: str) -> None:
+        self.waits.pop(sender, None)
+
+    def send_publish(self, node: str, queue: ClusterQueue, message: Message, sender: str,
+                     pubid: int, want: bool) -> None:
+        self.send(node, Envelope("q.pub", {"q": [queue.vhost, queue.name], "s": sender,
+                                           "i": pubid, "c": want}, message.encode()))
+
+    def confirm_when_durable(self, lsn: int, sender: str, pubid: int) -> None:
+        if lsn <= self.broker.durable_lsn:
+            self._confirm(sender, pubid)
+        else:
+            self._durable_confirms.append((lsn, sender, pubid))
+
+    def on_durable(self, lsn: int) -> None:
+        ready = [c for c in self._durable_confirms if c[0] <= lsn]
+        if ready:
+            self._durable_confirms = [c for c in self._durable_confirms if c[0] > lsn]
+            for _, sender, pubid in ready:
+                self._confirm(sender, pubid)
+
+    def _confirm(self, sender: str, pubid: int) -> None:
+        node = sender.partition("|")[0]
+        if node == self.node:
+            self._heard(sender, pubid, self.node)
+        else:
+            self.send(node, Envelope("q.confirm", {"s": sender, "i": pubid, "n": self.node}))
+
+    def _heard(self, sender: str, pubid: int, node: str) -> None:
+        wait = self.waits.get(sender, {}).get(pubid)
+        if wait is not None:
+            wait.heard(node)
+            if wait.done:
+                del self.waits[sender][pubid]
+                self.broker.confirm_waits_changed(sender)
+
+    # -- consumers, credit, deliveries --------------------------------------------------
+
+    def consume(self, queue: ClusterQueue, consumer: ChannelConsumer) -> None:
+        key = consumer_key(consumer)
+        self._consumers[key] = (queue, consumer)
+        if queue.is_master:
+            queue.add_proxy(key, self.node, consumer.owner, consumer.no_ack, consumer.exclusive)
+        else:
+            self.send(queue.master_node, Envelope("q.consume", {
+                "q": [queue.vhost, queue.name], "k": key, "o": consumer.owner,
+                "na": consumer.no_ack, "x": consumer.exclusive}))
+
+    def cancel(self, queue: ClusterQueue, consumer: ChannelConsumer) -> None:
+        key = consumer_key(consumer)
+        self.forget_consumer(consumer)
+        if queue.is_master:
+            queue.remove_proxy(key)
+        else:
+            self.send(queue.master_node, Envelope("q.cancel", {
+                "q": [queue.vhost, queue.name], "k": key}))
+
+    def forget_consumer(self, consumer: ChannelConsumer) -> None:
+        self._consumers.pop(consumer_key(consumer), None)
+
+    def credit(self, queue: ClusterQueue, consumer: ChannelConsumer, more: int) -> None:
+        key = consumer_key(consumer)
+        if queue.is_master:
+            proxy = queue.proxies.get(key)
+            if proxy is not None:
+                proxy.credit += more
+                queue.copy.dispatch()  # type: ignore[union-attr]
+        else:
+            self.send(queue.master_node, Envelope("q.credit", {
+                "q": [queue.vhost, queue.name], "k": key, "n": more}))
+
+    def deliver(self, proxy: ConsumerProxy, queue: ClusterQueue, entry: Entry,
+                redelivered: bool) -> None:
+        if proxy.node == self.node:
+            self._delivered(queue, proxy.tag, entry, redelivered)
+        else:
+            self.send(proxy.node, Envelope("q.deliver", {
+                "q": [queue.vhost, queue.name], "k": proxy.tag, "seq": entry.seq,
+                "r": redelivered}, entry.message.encode()))
+
+    def _delivered(self, queue: ClusterQueue, key: str, entry: Entry,
+                   redelivered: bool) -> None:
+        found = self._consumers.get(key)
+        if found is None or found[1].channel.closing:
+            # Cancelled meanwhile: the message goes back for someone else.
+            owner = key.rpartition("|")[0]
+            queue.requeue([entry.seq], owner)
+            return
+        consumer = found[1]
+        queue.delivered(consumer)
+        consumer.channel.deliver(consumer, queue, entry, redelivered)
+
+    def consumer_gone(self, proxy: ConsumerProxy, queue: ClusterQueue) -> None:
+        if proxy.node == self.node:
+            self._cancelled(proxy.tag)
+        else:
+            self.send(proxy.node, Envelope("q.cancelled", {"k": proxy.tag}))
+
+    def _cancelled(self, key: str) -> None:
+        found = self._consumers.pop(key, None)
+        if found is not None:
+            queue, consumer = found
+            if consumer in queue.consumers:
+                queue.consumers.remove(consumer)
+            consumer.channel.cancel_by_server(consumer)
+
+    def settle(self, queue: ClusterQueue, seqs: list[int], owner: str | None,
+               requeue: bool) -> None:
+        self.send(queue.master_node, Envelope("q.settle", {
+            "q": [queue.vhost, queue.name], "seqs": seqs, "o": owner, "r": requeue}))
+
+    # -- calls to the master ------------------------------------------------------------
+
+    def call(self, queue: ClusterQueue, op: str, args: dict[str, Any], reply: Reply) -> None:
+        """Ask the queue's master; ``reply`` gets its answer (``{"error": ...}`` when the
+        master's node went down first)."""
+        call_id = self._next_call
+        self._next_call += 1
+        node = queue.master_node
+        self._calls[call_id] = (node, reply)
+        self.send(node, Envelope("q.call", {"q": [queue.vhost, queue.name], "id": call_id,
+                                           "op": op, **args}))
+
+    def _answer(self, peer: str, fields: dict[str, Any]) -> None:
+        queue = self._find(*fields["q"])
+        answer: dict[str, Any] = {"id": fields["id"]}
+        payload = b""
+        if queue is None or not queue.is_master:
+            answer["error"] = "not_found"
+        elif fields["op"] == "get":
+            taken = queue.take_next(bool(fields["no_ack"]), fields["owner"])
+            answer["count"] = queue.ready_count
+            if taken is not None:
+                entry, redelivered = taken
+                answer.update(seq=entry.seq, redelivered=redelivered)
+                payload = entry.message.encode()
+        elif fields["op"] == "purge":
+            answer["count"] = queue.purge()
+        elif fields["op"] == "delete":
+            answer.update(self._delete_for(queue, fields["if_unused"], fields["if_empty"]))
+        elif fields["op"] == "status":
+            assert queue.copy is not None
+            answer.update(count=queue.ready_count, consumers=len(queue.copy.consumers))
+        self.send(peer, Envelope("q.reply", answer, payload))
+
+    def _delete_for(self, queue: ClusterQueue, if_unused: bool,
+                    if_empty: bool) -> dict[str, Any]:
+        host = self.broker.vhosts[queue.vhost]
+        copy = queue.copy
+        assert copy is not None
+        if if_unused and copy.consumers:
+            return {"error": "precondition",
+                    "text": f"{host.describe('queue', queue.name)} in use"}
+        if if_empty and copy.ready_count:
+            return {"error": "precondition",
+                    "text": f"{host.describe('queue', queue.name)} not empty"}
+        count = copy.ready_count
+        self.broker.delete_queue(host, queue.name)
+        return {"count": count}
+
+    # -- peer messages ------------------------------------------------------------------
+
+    def received(self, peer: str, envelope: Envelope) -> None:
+        kind, fields = envelope.type, envelope.fields
+        if kind == "meta":
+            self._received_meta(envelope.payload)
+            return
+        if kind == "q.confirm":
+            self._heard(fields["s"], fields["i"], fields["n"])
+            return
+        if kind == "q.reply":
+            call = self._calls.pop(fields["id"], None)
+            if call is not None:
+                call[1](fields, envelope.payload)
+            return
+        if kind == "q.cancelled":
+            self._cancelled(fields["k"])
+            return
+        queue = self._find(*fields["q"])
+        if kind == "q.call":
+            self._answer(peer, fields)
+            return
+        if queue is None:
+            return
+        if kind == "gm":
+            self._received_gm(queue, fields, decode_gm(envelope.payload))
+        elif kind == "q.pub":
+            queue.received_publish(Message.decode(envelope.payload), fields["s"],
+                                   fields["i"], fields["c"])
+        elif kind == "q.deliver":
+            entry = Entry(fields["seq"], Message.decode(envelope.payload))
+            self._delivered(queue, fields["k"], entry, fields["r"])
+        elif queue.is_master:
+            self._received_for_master(queue, kind, fields, peer)
+
+    def _received_for_master(self, queue: ClusterQueue, kind: str, fields: dict[str, Any],
+                             peer: str) -> None:
+        copy = queue.copy
+        assert copy is not None
+        if kind == "q.consume":
+            queue.add_proxy(fields["k"], peer, fields["o"], fields["na"], fields["x"])
+        elif kind == "q.cancel":
+            queue.remove_proxy(fields["k"])
+        elif kind == "q.credit":
+            proxy = queue.proxies.get(fields["k"])
+            if proxy is not None:
+                proxy.credit += fields["n"]
+        elif kind == "q.settle":
+            if fields["r"]:
+                copy.requeue(fields["seqs"], fields["o"])
+            else:
+                copy.settle(fields["seqs"], fields["o"])
+        copy.dispatch()
+
+    def _received_gm(self, queue: ClusterQueue, fields: dict[str, Any],
+                     message: GMMessage) -> None:
+        member = queue.member
+        if member is None or queue.me != fields["to"]:
+            return  # meant for an earlier incarnation of this node's replica
+        member.receive(fields["fr"], message)
+        queue.flush_gm()
+
+    def send_gm(self, queue: ClusterQueue, target: Member, message: GMMessage) -> None:
+        self.send(node_of(target), Envelope("gm", {
+            "q": [queue.vhost, queue.name], "to": target, "fr": queue.me},
+            encode_gm(message)))
+
+    # -- shutdown -----------------------------------------------------------------------
+
+    def channel_closed(self, channel: Channel) -> None:
+        self.forget_channel(channel.ref)

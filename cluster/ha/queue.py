@@ -1,0 +1,401 @@
+"""A queue as one node of the cluster sees it: master, mirror or neither.
+
+Every node holds a `ClusterQueue` for each shared queue, so channels anywhere use it
+the same way. What it does depends on the node's role in the queue's record:
+
+* **master**: holds the messages (``copy``, a core `Queue`), decides their order and
+  broadcasts every change through the queue's GM group; serves consumers of all nodes
+  through `ConsumerProxy` objects that have the credit their channel granted.
+* **mirror**: holds a copy that applies the master's broadcasts in GM order, and keeps
+  publishes that channels sent it directly until the master's order names them, so a
+  mirror promoted before they were ordered still enqueues them.
+* **neither** (remote): forwards everything to the master's node.
+
+On every node the local channels' consumers live here; credit for them is granted to
+the master, which sends deliveries back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from cluster.core.message import Message
+from cluster.core.queue import Entry, Queue
+from cluster.gm import GroupMember, LostMembership, View
+from cluster.ha.confirms import ConfirmWait
+from cluster.ha.record import Member, QueueRecord, node_of
+from cluster.ha.wire import message_from_text, message_text
+
+if TYPE_CHECKING:
+    from cluster.amqp.channel import ChannelConsumer
+    from cluster.ha.coordinator import Coordinator
+
+# Deliveries a consumer without a prefetch limit may have in flight from another node.
+CREDIT_WINDOW = 256
+
+
+def consumer_key(consumer: ChannelConsumer) -> str:
+    return f"{consumer.owner}|{consumer.tag}"
+
+
+class ConsumerProxy:
+    """A consumer of some node's channel, as the master's queue serves it."""
+
+    def __init__(self, queue: ClusterQueue, key: str, node: str, owner: str, no_ack: bool,
+                 exclusive: bool) -> None:
+        self.cluster_queue = queue
+        self.tag = key
+        self.node = node
+        self.owner = owner
+        self.no_ack = no_ack
+        self.exclusive = exclusive
+        self.credit = 0
+
+    def can_take(self) -> bool:
+        return self.credit > 0
+
+    def take(self, queue: Queue, entry: Entry, redelivered: bool) -> None:
+        self.credit -= 1
+        self.cluster_queue.coordinator.deliver(self, self.cluster_queue, entry, redelivered)
+
+    def queue_deleted(self) -> None:
+        self.cluster_queue.coordinator.consumer_gone(self, self.cluster_queue)
+
+
+class ClusterQueue:
+    replicated = True
+
+    def __init__(self, coordinator: Coordinator, record: QueueRecord,
+                 exclusive_owner: int | None = None) -> None:
+        self.coordinator = coordinator
+        self.vhost = record.vhost
+        self.name = record.name
+        self.durable = record.durable
+        self.auto_delete = record.auto_delete
+        self.arguments = record.arguments
+        self.exclusive_owner = exclusive_owner
+        self.record = record
+        self.me: Member | None = None
+        self.copy: Queue | None = None
+        self.member: GroupMember | None = None
+        # Channel side: this node's consumers and the credit granted for each.
+        self.consumers: list[ChannelConsumer] = []
+        self.had_consumers = False
+        self.granted: dict[ChannelConsumer, int] = {}
+        # Master side.
+        self.proxies: dict[str, ConsumerProxy] = {}
+        self.join_seq: dict[Member, int] = {}
+        # Mirror side: direct publishes not yet ordered, by (sender, publish id).
+        self.pending: dict[tuple[str, int], tuple[Message, bool]] = {}
+        self.ordered_upto: dict[str, int] = {}
+        self.deleted = False
+
+    # -- role -----------------------------------------------------------------------------
+
+    @property
+    def key(self) -> str:
+        return f"{self.vhost}\x00{self.name}"
+
+    @property
+    def is_master(self) -> bool:
+        return self.me is not None and self.me == self.record.master
+
+    @property
+    def master_node(self) -> str:
+        return node_of(self.record.master)
+
+    @property
+    def ready_count(self) -> int:
+        return self.copy.ready_count if self.copy is not None else 0
+
+    @property
+    def message_bytes(self) -> int:
+        return self.copy.message_bytes if self.copy is not None else 0
+
+    def start_master(self, me: Member, copy: Queue) -> None:
+        """This node declared the queue (or restored it): it is the master."""
+        self.me, self.copy = me, copy
+        copy.observer = self
+        self.member = GroupMember(me)
+        self.member.create(self.record.view)
+
+    def start_mirror(self, me: Member) -> None:
+        """The master added this node: start empty and wait for the GM catch-up."""
+        self.me = me
+        self.copy = self.coordinator.new_copy(self)
+        self.member = GroupMember(me)
+        self.member.join(self.record.view)
+        self.flush_gm()
+
+    def stop_replica(self) -> None:
+        """No longer a member: forget the messages, keep serving channels remotely."""
+        if self.copy is not None:
+            self.copy.drop_all()
+        self.me = self.copy = self.member = None
+        self.pending.clear()
+        self.ordered_upto.clear()
+        self.proxies.clear()
+
+    def install(self, record: QueueRecord) -> None:
+        """A newer record: a view change for the GM member, maybe a new master."""
+        old_master = self.record.master
+        self.record = record
+        member = self.member
+        if member is not None:
+            if self.me not in record.view:
+                # Dropped, or the cluster's record won over ours after a restart.
+                self.stop_replica()
+            else:
+                try:
+                    member.install_view(record.view)
+                except LostMembership:
+                    self.stop_replica()
+                self.flush_gm()
+        if record.master != old_master:
+            self.master_changed()
+
+    # -- publishing -----------------------------------------------------------------------
+
+    def publish(self, message: Message, sender: str, pubid: int,
+                wait: ConfirmWait | None) -> int:
+        """A local channel publishes: to the master and every mirror. Returns the store
+        LSN a local replica needs, the other replicas confirm through ``wait``."""
+        lsn = 0
+        here = self.coordinator.node
+        want = wait is not None
+        for node in self.record.nodes():
+            if node == here:
+                if self.is_master:
+                    lsn = self.order(message, sender, pubid, want)
+                    if wait is not None:
+                        wait.local = True
+                    continue
+                self.hold(message, sender, pubid, want)
+            else:
+                self.coordinator.send_publish(node, self, message, sender, pubid, want)
+            if wait is not None:
+                wait.outstanding.add(node)
+        return lsn
+
+    def order(self, message: Message, sender: str, pubid: int, want: bool) -> int:
+        """Master: enqueue and broadcast the order; returns the store LSN."""
+        copy = self.copy
+        assert copy is not None and self.member is not None
+        seq = copy.next_seq
+        lsn = copy.enqueue(message)
+        if len(self.record.view.members) > 1:
+            self.member.broadcast(["pub", seq, sender, pubid, want, message_text(message)])
+            self.flush_gm()
+        return lsn
+
+    def hold(self, message: Message, sender: str, pubid: int, want: bool) -> None:
+        """Mirror: a channel's direct copy; kept until the master's order names it."""
+        if pubid > self.ordered_upto.get(sender, 0):
+            self.pending[(sender, pubid)] = (message, want)
+
+    def received_publish(self, message: Message, sender: str, pubid: int, want: bool) -> None:
+        """A publish from another node's channel."""
+        if self.is_master:
+            lsn = self.order(message, sender, pubid, want)
+            if want:
+                self.coordinator.confirm_when_durable(lsn, sender, pubid)
+            assert self.copy is not None
+            self.copy.dispatch()
+        elif self.copy is not None:
+            self.hold(message, sender, pubid, want)
+
+    # -- the master's broadcasts (QueueObserver) ------------------------------------------
+
+    def _broadcast(self, op: list[Any]) -> None:
+        if self.member is not None and len(self.record.view.members) > 1:
+            self.member.broadcast(op)
+            self.flush_gm()
+
+    def taken(self, entry: Entry, no_ack: bool) -> None:
+        self._broadcast(["take", entry.seq, no_ack, entry.owner])
+        self.coordinator.queue_changed(self)
+
+    def settled(self, seqs: list[int]) -> None:
+        self._broadcast(["settle", seqs])
+        self.coordinator.queue_changed(self)
+
+    def requeued(self, seqs: list[int]) -> None:
+        self._broadcast(["requeue", seqs])
+
+    def purged(self) -> None:
+        self._broadcast(["purge"])
+        self.coordinator.queue_changed(self)
+
+    # -- GM -------------------------------------------------------------------------------
+
+    def flush_gm(self) -> None:
+        member = self.member
+        if member is None:
+            return
+        for target, message in member.take_outbox():
+            self.coordinator.send_gm(self, target, message)
+        for sender, op in member.take_deliveries():
+            if sender != self.me:
+                self.apply(op)  # type: ignore[arg-type]
+
+    def apply(self, op: list[Any]) -> None:
+        """Mirror: one of the master's changes, in GM order."""
+        copy = self.copy
+        if copy is None or self.is_master:
+            return
+        kind = op[0]
+        if kind == "pub":
+            _, seq, sender, pubid, want, text = op
+            lsn = copy.enqueue_at(seq, message_from_text(text))
+            self.ordered_upto[sender] = max(self.ordered_upto.get(sender, 0), pubid)
+            for key in [k for k in self.pending if k[0] == sender and k[1] <= pubid]:
+                del self.pending[key]
+            if want:
+                self.coordinator.confirm_when_durable(lsn, sender, pubid)
+        elif kind == "take":
+            copy.take_seq(op[1], op[2], op[3])
+        elif kind == "settle":
+            copy.settle(op[1])
+        elif kind == "requeue":
+            copy.requeue(op[1])
+        elif kind == "purge":
+            copy.purge()
+
+    def promote(self) -> None:
+        """The master died and this is the eldest surviving mirror: take over. Every
+        unacknowledged message goes back (redelivered), and publishes that reached us
+        but were never ordered are enqueued and confirmed."""
+        copy = self.copy
+        assert copy is not None
+        copy.observer = self
+        copy.requeue(list(copy.unacked))
+        for (sender, pubid), (message, want) in sorted(self.pending.items(),
+                                                       key=lambda kv: kv[0][1]):
+            lsn = self.order(message, sender, pubid, want)
+            if want:
+                self.coordinator.confirm_when_durable(lsn, sender, pubid)
+        self.pending.clear()
+        self.join_seq = {m: copy.next_seq for m in self.record.mirrors
+                         if m not in self.record.synced}
+
+    def master_changed(self) -> None:
+        """Channel side: consumers move to the new master, except those that asked to
+        be told (``x-cancel-on-ha-failover``), which are cancelled."""
+        for consumer in list(self.consumers):
+            if consumer.arguments.get("x-cancel-on-ha-failover"):
+                self.consumers.remove(consumer)
+                self.granted.pop(consumer, None)
+                self.coordinator.forget_consumer(consumer)
+                consumer.channel.cancel_by_server(consumer)
+            else:
+                self.granted[consumer] = 0
+                self.coordinator.consume(self, consumer)
+        self.dispatch()
+
+    # -- what channels call ---------------------------------------------------------------
+
+    def dispatch(self) -> None:
+        for consumer in self.consumers:
+            self._grant(consumer)
+        if self.is_master:
+            assert self.copy is not None
+            self.copy.dispatch()
+
+    def _grant(self, consumer: ChannelConsumer) -> None:
+        if not consumer.channel.can_deliver():
+            return
+        window = consumer.prefetch - consumer.unacked if consumer.prefetch else CREDIT_WINDOW
+        more = window - self.granted.get(consumer, 0)
+        if more > 0:
+            self.granted[consumer] = self.granted.get(consumer, 0) + more
+            self.coordinator.credit(self, consumer, more)
+
+    def add_consumer(self, consumer: ChannelConsumer) -> None:
+        self.consumers.append(consumer)
+        self.had_consumers = True
+        self.granted[consumer] = 0
+        self.coordinator.consume(self, consumer)
+
+    def remove_consumer(self, consumer: ChannelConsumer) -> None:
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+            self.granted.pop(consumer, None)
+            self.coordinator.cancel(self, consumer)
+
+    def delivered(self, consumer: ChannelConsumer) -> None:
+        self.granted[consumer] = self.granted.get(consumer, 1) - 1
+
+    def take_next(self, no_ack: bool, owner: str = "") -> tuple[Entry, bool] | None:
+        assert self.copy is not None and self.is_master
+        return self.copy.take_next(no_ack, owner)
+
+    def settle(self, seqs: Iterable[int], owner: str | None = None) -> None:
+        if self.is_master:
+            assert self.copy is not None
+            self.copy.settle(seqs, owner)
+        else:
+            self.coordinator.settle(self, list(seqs), owner, requeue=False)
+
+    def requeue(self, seqs: Iterable[int], owner: str | None = None) -> None:
+        if self.is_master:
+            assert self.copy is not None
+            self.copy.requeue(seqs, owner)
+        else:
+            self.coordinator.settle(self, list(seqs), owner, requeue=True)
+
+    def purge(self) -> int:
+        assert self.copy is not None and self.is_master
+        return self.copy.purge()
+
+    def drop_all(self) -> None:
+        """Deleted here: by a channel on the master, or because the record went."""
+        self.deleted = True
+        if self.copy is not None:
+            self.copy.drop_all()
+        for proxy in list(self.proxies.values()):
+            proxy.queue_deleted()
+        self.proxies.clear()
+        self.coordinator.queue_deleted(self)
+
+    # -- master side: other nodes' consumers ----------------------------------------------
+
+    def add_proxy(self, key: str, node: str, owner: str, no_ack: bool,
+                  exclusive: bool) -> ConsumerProxy:
+        proxy = self.proxies.get(key)
+        if proxy is None:
+            proxy = self.proxies[key] = ConsumerProxy(self, key, node, owner, no_ack,
+                                                       exclusive)
+            assert self.copy is not None
+            self.copy.add_consumer(proxy)
+        return proxy
+
+    def remove_proxy(self, key: str) -> None:
+        proxy = self.proxies.pop(key, None)
+        if proxy is not None and self.copy is not None:
+            self.copy.remove_consumer(proxy)
+
+    def node_down(self, node: str) -> None:
+        """Master: a node died; its channels' consumers go, their messages come back."""
+        copy = self.copy
+        assert copy is not None
+        for key in [k for k, p in self.proxies.items() if p.node == node]:
+            self.remove_proxy(key)
+        held = copy.unacked_of(f"{node}|")
+        if held:
+            copy.requeue(held)
+        copy.dispatch()
+
+    def unsynchronised_now_synced(self) -> list[Member]:
+        """Master: mirrors that joined at seq J hold every message once nothing older
+        than J is left."""
+        if not self.join_seq or self.copy is None:
+            return []
+        oldest = self.copy.oldest_seq()
+        done = [m for m, joined in self.join_seq.items() if oldest >= joined]
+        for member in done:
+            del self.join_seq[member]
+        return done
+
+    def view(self) -> View:
+        return self.record.view

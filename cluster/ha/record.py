@@ -1,0 +1,94 @@
+"""A queue's cluster-wide record: its GM view (master first, mirrors in join order)
+and which mirrors are synchronised."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from cluster.gm import View
+from cluster.meta.replica import Key
+
+Member = str  # "<node>/<incarnation>": a node's replica of a queue during one app run
+
+
+def member_id(node: str, incarnation: str) -> Member:
+    return f"{node}/{incarnation}"
+
+
+def node_of(member: Member) -> str:
+    return member.rpartition("/")[0]
+
+
+def queue_key(vhost: str, name: str) -> Key:
+    return ("queue", vhost, name)
+
+
+@dataclass(frozen=True)
+class QueueRecord:
+    vhost: str
+    name: str
+    durable: bool
+    auto_delete: bool
+    arguments: dict[str, Any]
+    view: View
+    synced: tuple[Member, ...] = field(default=())
+
+    @property
+    def key(self) -> Key:
+        return queue_key(self.vhost, self.name)
+
+    @property
+    def master(self) -> Member:
+        return self.view.members[0]
+
+    @property
+    def mirrors(self) -> tuple[Member, ...]:
+        return self.view.members[1:]
+
+    def nodes(self) -> list[str]:
+        return [node_of(m) for m in self.view.members]
+
+    def member_on(self, node: str) -> Member | None:
+        for member in self.view.members:
+            if node_of(member) == node:
+                return member
+        return None
+
+    def with_view(self, view: View) -> QueueRecord:
+        return replace(self, view=view, synced=tuple(m for m in self.synced if m in view))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "durable": self.durable, "auto_delete": self.auto_delete,
+            "arguments": self.arguments, "synced": list(self.synced),
+            "view": {"version": self.view.version, "members": list(self.view.members),
+                     "aliases": [list(a) for a in self.view.aliases]},
+        }
+
+    @classmethod
+    def from_json(cls, key: Key, value: dict[str, Any]) -> QueueRecord:
+        view = value["view"]
+        return cls(key[1], key[2], value["durable"], value["auto_delete"], value["arguments"],
+                   View(view["version"], tuple(view["members"]),
+                        tuple((dead, heir) for dead, heir in view["aliases"])),
+                   tuple(value["synced"]))
+
+
+def wanted_mirror_nodes(definition: dict[str, Any] | None, master: str,
+                        current: list[str], running: list[str]) -> list[str]:
+    """Nodes that should hold mirrors under a policy's ``ha-*`` keys, keeping the
+    current mirrors where they fit (SPEC §2.3). ``running`` is in cluster order."""
+    mode = (definition or {}).get("ha-mode")
+    others = [n for n in running if n != master]
+    if mode == "all":
+        return others
+    if mode == "exactly":
+        count = int(definition["ha-params"]) - 1  # type: ignore[index]
+        kept = [n for n in current if n in others]
+        spare = [n for n in others if n not in kept]
+        return (kept + spare)[:max(count, 0)]
+    if mode == "nodes":
+        listed = [str(n) for n in definition["ha-params"]]  # type: ignore[index]
+        return [n for n in others if n in listed]
+    return []
