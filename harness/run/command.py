@@ -4,6 +4,7 @@ the user sees; the run itself is `harness.run.orchestrate`."""
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,10 @@ def run_command(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         err.print(f"mirrorchaos run: bad scenario: {exc}", markup=False)
         return EXIT_BAD_INPUT
+    # The client library logs each dropped connection with a traceback; the history
+    # records them, so only its errors beyond that are worth a line.
+    for name in ("aiormq", "aio_pika"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     console = Console()
     live = None
     if console.is_terminal and not args.no_live:

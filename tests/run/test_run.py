@@ -1,0 +1,206 @@
+"""`mirrorchaos run` end to end on local processes, through the real command line:
+the store layout, the verdicts and exit codes, and a record kept when the harness
+fails. Plus the parts of a run that need no cluster."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from faults.nemesis import NoopNemesis, Op
+from harness.checker import check
+from harness.history import HistoryWriter, read_history
+from harness.live import LiveDisplay
+from harness.run import RunOptions, RunStatus, effective_scenario, queue_members
+from harness.run.faults import ActiveFaults, RecordedNemesis, _cut_off
+from harness.scenarios import SCENARIOS, Scenario
+from harness.workload import Recorder
+
+RESULT_KEYS = {"scenario", "seed", "runtime", "valid", "counts", "violations", "caveats",
+               "latency_ms", "faults"}
+COUNT_KEYS = {"attempted", "confirmed", "nacked", "indeterminate", "delivered", "lost",
+              "unexpected", "duplicated", "redelivered", "recovered", "caveat_lost"}
+
+
+def mirrorchaos(*args: str, timeout: float = 100) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, check=False)
+
+
+def events(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in
+            (run_dir / "history.jsonl").read_text().splitlines()[1:]]
+
+
+def test_smoke_on_processes_is_valid_and_stored(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    done = mirrorchaos("run", "smoke", "--runtime", "process", "--seed", "42",
+                       "--time-limit", "3", "--store", str(store))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "seed 42" in done.stderr and "verdict: valid" in done.stdout
+    run_dir = (store / "latest").resolve()
+    assert run_dir.parent == store / "smoke" and run_dir.name.endswith("-seed42")
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results.keys() >= RESULT_KEYS and results["counts"].keys() >= COUNT_KEYS
+    assert results["valid"] is True and results["seed"] == 42
+    counts = results["counts"]
+    assert counts["confirmed"] > 100 and counts["delivered"] == counts["attempted"]
+    assert counts["lost"] == counts["unexpected"] == counts["duplicated"] == 0
+    assert results["latency_ms"]["confirm_p99"] > 0
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["seed"] == 42 and config["scenario"]["name"] == "smoke"
+    assert config["seeds"]["nemesis"] != config["seeds"]["toxiproxy"]
+    for node in ("n1", "n2", "n3"):
+        assert (run_dir / "nodes" / f"{node}.log").exists()
+        assert (run_dir / "nodes" / f"{node}.events.jsonl").stat().st_size > 0
+    lines = events(run_dir)
+    assert {e["op"] for e in lines} >= {"connect", "publish", "confirm", "deliver", "ack",
+                                        "drain", "disconnect"}
+    assert {"p1", "p2", "c1", "c2"} <= {e["process"] for e in lines}
+    # re-checking the stored run gives the same verdict
+    assert mirrorchaos("check", str(run_dir)).returncode == 0
+
+
+def test_a_kill_of_an_unmirrored_master_is_reported_as_loss(tmp_path: Path) -> None:
+    """The policy asks for ha-mode all on two nodes, but until the cluster mirrors
+    queues the transient messages live only on the master: killing it loses them, and
+    the checker (expecting n2 to hold them) must say so. When mirroring lands this run
+    becomes valid and this test must change with it."""
+    scenario = tmp_path / "kill.toml"
+    scenario.write_text('base = "confirms-survive-kill"\nnodes = 2\n'
+                        "[workload]\npersistent = false\nrate = 100\n"
+                        "[nemesis]\nhold = 2.0\nquiet = 10.0\n"
+                        "[phases]\nwarmup = 1.0\nfaults = 3.0\nrecovery = 1.0\n")
+    store = tmp_path / "store"
+    done = mirrorchaos("run", str(scenario), "--seed", "7", "--store", str(store))
+    assert done.returncode == 1, done.stdout + done.stderr
+    run_dir = (store / "latest").resolve()
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["valid"] is False and results["counts"]["lost"] > 0
+    lost = [v for v in results["violations"] if v["kind"] == "lost"]
+    assert lost and "n2" in lost[0]["explanation"]
+    assert any(f["kind"] == "kill" and f["targets"] == ["n1"] for f in lost[0]["faults"])
+    lines = events(run_dir)
+    kills = [(e["op"], e["type"]) for e in lines if e.get("fault") == "kill"]
+    assert kills == [("fault-start", "invoke"), ("fault-start", "ok"),
+                     ("fault-end", "invoke"), ("fault-end", "ok")]
+    # the publishers saw their connections drop and came back
+    assert any(e["op"] == "disconnect" and e["type"] == "info" for e in lines)
+    assert sum(e["op"] == "connect" and e["type"] == "ok" and e["process"] == "p1"
+               for e in lines) >= 2
+
+
+def test_a_cluster_that_never_starts_leaves_history_and_unknown_results(
+        tmp_path: Path) -> None:
+    scenario = tmp_path / "broken.toml"
+    scenario.write_text('base = "smoke"\nnodes = 1\nnode_args = ["--no-such-flag"]\n')
+    store = tmp_path / "store"
+    done = mirrorchaos("run", str(scenario), "--seed", "3", "--store", str(store))
+    assert done.returncode == 255, done.stdout + done.stderr
+    run_dir = (store / "latest").resolve()
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["valid"] == "unknown" and "ClusterStartError" in results["harness_error"]
+    assert read_history(run_dir / "history.jsonl").header.seed == 3
+    assert "harness failure" in done.stdout
+
+
+def test_bad_scenarios_exit_254_naming_file_and_key(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[workload]\nrate = 0\n")
+    done = mirrorchaos("run", str(bad), "--store", str(tmp_path / "store"))
+    assert done.returncode == 254
+    assert str(bad) in done.stderr and "'workload.rate'" in done.stderr
+    assert not (tmp_path / "store").exists()
+    assert mirrorchaos("run", "no-such-scenario").returncode == 254
+
+
+def test_scenarios_lists_every_built_in_with_its_description() -> None:
+    done = mirrorchaos("scenarios")
+    assert done.returncode == 0
+    listed = dict(line.split(None, 1) for line in done.stdout.splitlines())
+    assert listed.keys() == SCENARIOS.keys()
+    assert listed["smoke"].strip() == SCENARIOS["smoke"].description
+
+
+# -- the parts that need no cluster -------------------------------------------------------
+
+def test_queue_members_follow_the_policy() -> None:
+    base = Scenario("t", "t", nodes=3)
+    assert queue_members(base) == {"q1": ["n1", "n2", "n3"]}
+    two = Scenario("t", "t", nodes=3, policy={"ha-mode": "exactly", "ha-params": 2},
+                   workload=SCENARIOS["smoke"].workload.__class__(queues=("a", "b")))
+    assert queue_members(two) == {"a": ["n1", "n2"], "b": ["n2", "n3"]}
+    assert queue_members(Scenario("t", "t", policy={})) == {"q1": ["n1"]}
+
+
+def test_time_limit_shortens_the_fault_phase_first() -> None:
+    smoke = SCENARIOS["smoke"]
+    ten = effective_scenario(smoke, RunOptions(time_limit=10.0, nodes=5))
+    assert ten.nodes == 5 and ten.runtime_seconds == 10.0
+    assert ten.phases.warmup == smoke.phases.warmup
+    tiny = effective_scenario(smoke, RunOptions(time_limit=1.0))
+    assert abs(tiny.runtime_seconds - 1.0) < 1e-9
+
+
+def test_recorded_faults_are_history_the_checker_reads(tmp_path: Path) -> None:
+    config = {"nodes": ["n1", "n2", "n3"], "partition_handling": "pause_minority"}
+    path = tmp_path / "history.jsonl"
+    status = ActiveFaults()
+    with HistoryWriter(path, run_id="r", scenario="t", seed=1, config=config) as writer:
+        nemesis = RecordedNemesis(NoopNemesis(), writer, lambda which: "n2", None,  # type: ignore[arg-type]
+                                  ["n1", "n2", "n3"], status)
+        nemesis.invoke(Op("pause", {"nodes": "master"}))
+        assert status.active == {"pause-1": "pause n2"}
+        nemesis.invoke(Op("resume", {"nodes": ["n2"]}))
+        assert status.active == {}
+        nemesis.invoke(Op("kill", {"nodes": ["n1", "n3"]}))
+        nemesis.invoke(Op("heal"))
+        writer.append("harness", "drain", "ok")
+    lines = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    starts = [(e["fault_id"], e["targets"]) for e in lines
+              if e["op"] == "fault-start" and e["type"] == "ok"]
+    assert starts == [("pause-1", ["n2"]), ("kill-2", ["n1", "n3"])]
+    ends = [e["fault_id"] for e in lines if e["op"] == "fault-end" and e["type"] == "ok"]
+    assert ends == ["pause-1", "kill-2"]
+    result = check(read_history(path))
+    assert [f["id"] for f in result.data["faults"]] == ["pause-1", "kill-2"]
+
+
+def test_a_partition_targets_the_nodes_it_cuts_off() -> None:
+    nodes = ["n1", "n2", "n3", "n4", "n5"]
+    isolate = {"n1": ["n2", "n3", "n4", "n5"], **{n: ["n1"] for n in nodes[1:]}}
+    assert _cut_off(isolate, nodes) == ["n1"]
+    halves = {"n1": ["n3", "n4", "n5"], "n2": ["n3", "n4", "n5"],
+              **{n: ["n1", "n2"] for n in nodes[2:]}}
+    assert _cut_off(halves, nodes) == ["n1", "n2"]
+    assert _cut_off({"n2": ["n1"]}, nodes) == ["n2"]  # one-way: nobody is cut off
+
+
+def test_live_display_shows_phase_faults_and_anomalies(tmp_path: Path) -> None:
+    config = {"nodes": ["n1"], "partition_handling": "ignore"}
+    with HistoryWriter(tmp_path / "h.jsonl", run_id="r", scenario="t", seed=1,
+                       config=config) as writer:
+        recorder = Recorder(writer)
+        recorder.record("p1", "publish", "invoke", msg="p1-1", queue="q")
+        recorder.record("p1", "confirm", "ok", msg="p1-1", queue="q")
+        for _ in range(2):  # a second delivery without the redelivered flag
+            recorder.record("c1", "deliver", "ok", msg="p1-1", queue="q", redelivered=False)
+        recorder.record("c1", "deliver", "ok", msg="zz-9", queue="q", redelivered=False)
+    status = RunStatus("t", 99, tmp_path, recorder=recorder)
+    status.enter("faults", 20.0)
+    status.faults.active["kill-1"] = "kill n1"
+    out = io.StringIO()
+    console = Console(file=out, width=140, force_terminal=False)
+    display = LiveDisplay(console)
+    display.attach(status)
+    display.close()
+    text = out.getvalue()
+    assert "phase: faults" in text and "/ 20s" in text and "kill n1" in text
+    assert recorder.figures.unflagged_duplicates == 1 and recorder.figures.unexpected == 1
+    assert recorder.figures.confirmed == 1 and recorder.figures.delivered == 3
