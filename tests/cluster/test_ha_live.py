@@ -1,0 +1,94 @@
+"""Mirrored queues on three real node processes with pika clients: the cases of
+`harness.ha_cases`, each with its fault, must keep the design's promises."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import permutations
+from pathlib import Path
+
+import pika
+import pytest
+
+from faults.process.local import LocalProcesses
+from harness.ha_cases import (
+    NodeAccess,
+    confirms_survive,
+    consumer_survives,
+    declare_mirrored,
+    queue_info,
+    wait_for,
+)
+from harness.process_node import NodeProcess, free_port
+
+NAMES = ["n1", "n2", "n3"]
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[dict[str, NodeAccess], LocalProcesses]]:
+    nodes = {name: NodeProcess(name, tmp_path / name, cluster_port=free_port(), tick=0.25)
+             for name in NAMES}
+    for src, dst in permutations(NAMES, 2):
+        nodes[src].peers[dst] = f"127.0.0.1:{nodes[dst].cluster_port}"
+    control = LocalProcesses(nodes)
+    try:
+        for node in nodes.values():
+            node.start()
+        access = {n: NodeAccess(p.amqp_url, p.mgmt_url) for n, p in nodes.items()}
+        yield access, control
+    finally:
+        for node in nodes.values():
+            node.stop()
+
+
+def test_a_queue_declared_on_one_node_is_mirrored_and_usable_from_every_node(
+    cluster: tuple[dict[str, NodeAccess], LocalProcesses],
+) -> None:
+    nodes, _ = cluster
+    declare_mirrored(nodes, "n1", "ha.shared")
+    for name in NAMES:
+        info = queue_info(nodes[name], "ha.shared")
+        assert (info["node"], sorted(info["slave_nodes"])) == ("n1", ["n2", "n3"])  # type: ignore[arg-type]
+    publisher = pika.BlockingConnection(pika.URLParameters(nodes["n2"].amqp_url))
+    channel = publisher.channel()
+    channel.confirm_delivery()
+    for i in range(20):
+        channel.basic_publish("", "ha.shared", f"m{i}".encode())
+    publisher.close()
+    getter = pika.BlockingConnection(pika.URLParameters(nodes["n3"].amqp_url))
+    channel = getter.channel()
+    assert channel.queue_declare("ha.shared", passive=True).method.message_count == 20
+    method, _, body = channel.basic_get("ha.shared")
+    assert body == b"m0" and method is not None and not method.redelivered
+    channel.basic_nack(method.delivery_tag, requeue=True)
+    method, _, body = channel.basic_get("ha.shared")
+    assert body == b"m0" and method is not None and method.redelivered
+    channel.basic_ack(method.delivery_tag)
+    assert channel.queue_purge("ha.shared").method.message_count == 19
+    getter.close()
+    wait_for(lambda: all(queue_info(nodes[n], "ha.shared")["messages"] == 0 for n in NAMES),
+             "every replica to be empty")
+
+
+@pytest.mark.parametrize("fault", ["kill", "stop"])
+def test_publisher_confirms_survive_the_master_failing(
+    cluster: tuple[dict[str, NodeAccess], LocalProcesses], fault: str,
+) -> None:
+    nodes, control = cluster
+    outcome = confirms_survive(nodes, control, master="n1", publisher="n2", consumer="n3",
+                               fault=fault)
+    assert outcome.problems() == []
+    assert len(outcome.confirmed) == 600
+    info = queue_info(nodes["n2"], "ha.confirms")
+    assert info["node"] == "n2" and info["slave_nodes"] == ["n3"]
+
+
+@pytest.mark.parametrize(("fault", "cancel"), [("kill", False), ("kill", True), ("stop", False)])
+def test_a_consumer_survives_the_master_failing(
+    cluster: tuple[dict[str, NodeAccess], LocalProcesses], fault: str, cancel: bool,
+) -> None:
+    nodes, control = cluster
+    outcome = consumer_survives(nodes, control, master="n1", consumer="n3", fault=fault,
+                                cancel_on_failover=cancel)
+    assert outcome.problems() == []
+    assert outcome.deliveries.cancelled == (1 if cancel else 0)
