@@ -69,8 +69,14 @@ def declare_mirrored(nodes: Mapping[str, NodeAccess], master: str, queue: str) -
     connection.channel().queue_declare(queue, durable=True)
     connection.close()
     others = sorted(n for n in nodes if n != master)
-    wait_for(lambda: sorted(queue_info(nodes[master], queue)["synchronised_slave_nodes"])  # type: ignore[arg-type]
-             == others, f"{queue} mirrored in sync on {others}")
+    wait_for(lambda: synchronised_mirrors(nodes[master], queue) == others,
+             f"{queue} mirrored in sync on {others}")
+
+
+def synchronised_mirrors(node: NodeAccess, queue: str) -> list[str]:
+    names = queue_info(node, queue)["synchronised_slave_nodes"]
+    assert isinstance(names, list)
+    return sorted(names)
 
 
 def _fail(control: ProcessControl, node: str, fault: Fault) -> None:
