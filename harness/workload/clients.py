@@ -134,7 +134,16 @@ class Client:
         raise NotImplementedError
 
     async def declare(self, channel: AbstractChannel) -> AbstractQueue:
-        return await channel.declare_queue(self.queue, durable=self.spec.durable)
+        return await channel.declare_queue(self.queue, durable=self.spec.durable,
+                                           timeout=self.spec.confirm_timeout)
+
+    async def channel(self, connection: AbstractConnection, *,
+                      publisher_confirms: bool = False) -> AbstractChannel:
+        # Every broker round trip is bounded: a broker that stops answering must not
+        # hold a client (and the run's stop) forever.
+        return await asyncio.wait_for(
+            connection.channel(publisher_confirms=publisher_confirms),
+            self.spec.confirm_timeout)
 
     def message(self, msg: str) -> aio_pika.Message:
         mode = (aio_pika.DeliveryMode.PERSISTENT if self.spec.persistent
@@ -157,7 +166,7 @@ class Publisher(Client):
         return self.ctx.stop_publishing
 
     async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
-        channel = await connection.channel(publisher_confirms=True)
+        channel = await self.channel(connection, publisher_confirms=True)
         await self.declare(channel)
         interval = 1.0 / self.spec.rate
         next_at = time.monotonic()
@@ -208,7 +217,7 @@ class TxPublisher(Client):
         return self.ctx.stop_publishing
 
     async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
-        channel = await connection.channel(publisher_confirms=False)
+        channel = await self.channel(connection)
         await self.declare(channel)
         tx = channel.transaction()
         await tx.select()
@@ -245,17 +254,19 @@ class Consumer(Client):
         self.mode = "no-ack" if no_ack else "ack"
 
     async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
-        channel = await connection.channel()
+        channel = await self.channel(connection)
         channel.close_callbacks.add(lambda *_: broken.set())
         cancelled = asyncio.Event()
         (await channel.get_underlay_channel()).on_consumer_cancel_callbacks.add(
             lambda _frame: cancelled.set())
-        await channel.set_qos(prefetch_count=self.spec.prefetch)
+        await channel.set_qos(prefetch_count=self.spec.prefetch,
+                              timeout=self.spec.confirm_timeout)
         queue = await self.declare(channel)
         arguments: FieldTable | None = (
             {"x-cancel-on-ha-failover": True} if self.spec.cancel_on_failover else None)
         while True:
-            tag = await queue.consume(self._on_message, no_ack=self.no_ack, arguments=arguments)
+            tag = await queue.consume(self._on_message, no_ack=self.no_ack, arguments=arguments,
+                                      timeout=self.spec.confirm_timeout)
             self.record("consume", "ok", queue=self.queue, mode=self.mode)
             ended = await _first(broken, cancelled, self.stop)
             if ended is broken:
@@ -265,7 +276,7 @@ class Consumer(Client):
                             error="cancelled by the broker")
                 cancelled.clear()
                 continue
-            await queue.cancel(tag)
+            await queue.cancel(tag, timeout=self.spec.confirm_timeout)
             self.record("cancel", "ok", queue=self.queue, mode=self.mode)
             return
 
@@ -287,7 +298,7 @@ class Getter(Client):
     """Polls with ``basic.get`` (manual ack) at the workload's get rate."""
 
     async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
-        channel = await connection.channel()
+        channel = await self.channel(connection)
         queue = await self.declare(channel)
         interval = 1.0 / self.spec.get_rate
         while self.running():

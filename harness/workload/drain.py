@@ -31,12 +31,13 @@ class Drainer(Client):
         return not self.drained and time.monotonic() < self.deadline
 
     async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
-        channel = await connection.channel()
+        channel = await self.channel(connection)
         queue = await self.declare(channel)
         while True:
             while await get_one(self, queue) is not None:
                 pass
-            left = await channel.declare_queue(self.queue, passive=True)
+            left = await channel.declare_queue(self.queue, passive=True,
+                                              timeout=self.spec.confirm_timeout)
             if left.declaration_result.message_count == 0:
                 break
         self.drained = True
