@@ -56,6 +56,10 @@ class Coordinator:
         self._calls: dict[int, tuple[str, Reply]] = {}
         self._next_call = 1
         self._changed: set[ClusterQueue] = set()
+        # GM messages for a replica of ours whose record has not reached us yet (it
+        # travels on another link than the catch-up does): replayed once it starts.
+        self._early_gm: dict[tuple[str, str], list[tuple[dict[str, Any], GMMessage]]] = (
+            defaultdict(list))
         self.entities_dirty = True
         broker.cluster = self
 
@@ -207,6 +211,8 @@ class Coordinator:
             queue.start_mirror(self.me)
             self.broker.events.emit("mirror_added", vhost=vhost_name, queue=name,
                                     member=self.me)
+            for fields, message in self._early_gm.pop((vhost_name, name), []):
+                self._received_gm(queue, fields, message)
 
     def queue_deleted(self, queue: ClusterQueue) -> None:
         key = queue_key(queue.vhost, queue.name)
@@ -478,6 +484,10 @@ class Coordinator:
         queue = self._find(*fields["q"])
         if kind == "q.call":
             self._answer(peer, fields)
+            return
+        if kind == "gm" and fields["to"] == self.me and (queue is None or queue.me is None):
+            self._early_gm[(fields["q"][0], fields["q"][1])].append(
+                (fields, decode_gm(envelope.payload)))
             return
         if queue is None:
             return
