@@ -36,6 +36,7 @@ from cluster.peer.codec import Envelope
 if TYPE_CHECKING:
     from cluster.amqp.channel import Channel, ChannelConsumer
     from cluster.core.broker import Broker
+    from cluster.core.vhost import VirtualHost
 
 Reply = Callable[[dict[str, Any], bytes], None]
 
@@ -199,6 +200,9 @@ class Coordinator:
         if host is None:
             return
         record = QueueRecord.from_json(key, value)
+        if node_of(record.master) == self.node and record.master != self.me:
+            self._reclaim(host, queue, record)
+            return
         if queue is None:
             local = host.queues.get(name)
             if local is not None:  # our own copy lost to the cluster's: start empty
@@ -213,6 +217,26 @@ class Coordinator:
                                     member=self.me)
             for fields, message in self._early_gm.pop((vhost_name, name), []):
                 self._received_gm(queue, fields, message)
+
+    def _reclaim(self, host: VirtualHost, queue: ClusterQueue | None,
+                 record: QueueRecord) -> None:
+        """The record still names an earlier run of this node as master: no mirror took
+        over, so this node is the master again, with what it recovered from disk."""
+        copy = queue.copy if queue is not None and queue.is_master else None
+        if copy is None:
+            copy = Queue(record.vhost, record.name, durable=record.durable,
+                         auto_delete=record.auto_delete, arguments=record.arguments,
+                         log=host.log)
+        reclaimed = QueueRecord(record.vhost, record.name, record.durable,
+                                record.auto_delete, record.arguments,
+                                View(record.view.version + 1, (self.me,)))
+        fresh = ClusterQueue(self, reclaimed)
+        fresh.start_master(self.me, copy)
+        host.add_queue(fresh)
+        self.write_record(reclaimed)
+        self.broker.events.emit("queue_master", vhost=record.vhost, queue=record.name,
+                                member=self.me, reclaimed=True)
+        self._place_mirrors(fresh)
 
     def queue_deleted(self, queue: ClusterQueue) -> None:
         key = queue_key(queue.vhost, queue.name)
@@ -419,9 +443,12 @@ class Coordinator:
     def call(self, queue: ClusterQueue, op: str, args: dict[str, Any], reply: Reply) -> None:
         """Ask the queue's master; ``reply`` gets its answer (``{"error": ...}`` when the
         master's node went down first)."""
+        node = queue.master_node
+        if node == self.node or node not in self.running:
+            reply({"error": "down"}, b"")
+            return
         call_id = self._next_call
         self._next_call += 1
-        node = queue.master_node
         self._calls[call_id] = (node, reply)
         self.send(node, Envelope("q.call", {"q": [queue.vhost, queue.name], "id": call_id,
                                            "op": op, **args}))

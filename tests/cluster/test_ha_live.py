@@ -8,6 +8,7 @@ from itertools import permutations
 from pathlib import Path
 
 import pika
+import pika.exceptions
 import pytest
 
 from faults.process.local import LocalProcesses
@@ -92,3 +93,25 @@ def test_a_consumer_survives_the_master_failing(
                                 cancel_on_failover=cancel)
     assert outcome.problems() == []
     assert outcome.deliveries.cancelled == (1 if cancel else 0)
+
+
+def test_an_unmirrored_queue_is_unavailable_while_its_node_is_down_and_back_with_it(
+    cluster: tuple[dict[str, NodeAccess], LocalProcesses],
+) -> None:
+    nodes, control = cluster
+    connection = pika.BlockingConnection(pika.URLParameters(nodes["n1"].amqp_url))
+    channel = connection.channel()
+    channel.confirm_delivery()
+    channel.queue_declare("plain", durable=True)
+    for _ in range(10):
+        channel.basic_publish("", "plain", b"x", pika.BasicProperties(delivery_mode=2))
+    control.kill("n1")
+    other = pika.BlockingConnection(pika.URLParameters(nodes["n2"].amqp_url))
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as refused:
+        other.channel().queue_declare("plain", durable=True, passive=True)
+    assert refused.value.reply_code == 404 and "home node 'n1'" in refused.value.reply_text
+    control.start("n1")
+    wait_for(lambda: queue_info(nodes["n1"], "plain").get("messages") == 10,
+             "n1 to hold the queue again with its 10 messages")
+    assert other.channel().queue_declare("plain", durable=True).method.message_count == 10
+    other.close()
