@@ -375,6 +375,15 @@ def _node_action(action: str, banner: str) -> Run:
     return run
 
 
+def forget_cluster_node(ctl: Ctl, args: argparse.Namespace) -> None:
+    node = ctl.node_name()
+    ctl.info(f"Removing node {args.target} from the cluster")
+    # --offline is accepted as rabbitmqctl takes it, but this node's app must be running:
+    # the forgetting goes through its cluster state.
+    ctl.client.post(f"/api/nodes/{_quote(node)}/actions",
+                    {"action": "forget_cluster_node", "node": args.target})
+
+
 def _queue_action(action: str, banner: str) -> Run:
     def run(ctl: Ctl, args: argparse.Namespace) -> None:
         ctl.info(banner.format(name=args.name, vhost=args.vhost))
@@ -461,6 +470,9 @@ def build_parser() -> argparse.ArgumentParser:
             "stop the broker application, leaving the management API up")
     command("start_app", _node_action("start_app", "Starting node {node} ..."),
             "start the broker application")
+    command("forget_cluster_node", forget_cluster_node,
+            "remove a stopped node from the cluster", "target").add_argument(
+        "--offline", action="store_true", help="accepted for rabbitmqctl compatibility")
     command("sync_queue",
             _queue_action("sync", "Synchronising queue '{name}' in vhost '{vhost}' ..."),
             "synchronise a mirrored queue's mirrors", "name", vhost=True)

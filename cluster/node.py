@@ -17,6 +17,7 @@ import signal
 import socket
 import sys
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,7 @@ class NodeSettings:
     host: str = "0.0.0.0"
     config_path: Path | None = None
     cluster: ClusterSettings | None = None
+    partition_handling: str = "ignore"
 
 
 class AMQPProtocol(asyncio.Protocol):
@@ -126,6 +128,9 @@ class Node:
         self._app_lock = asyncio.Lock()
         self.management: object | None = None
         self.coordinator: Coordinator | None = None
+        self._sync_scheduled = False
+        self._paused_for_minority = False
+        self._app_task: asyncio.Task[None] | None = None
         # A new incarnation per app start tells peers we restarted (not partitioned).
         self.incarnation = ""
         self.peers: PeerNetwork | None = None
@@ -222,6 +227,9 @@ class Node:
         assert self._server is not None and self._ticker is not None
         self._server.close()
         self._ticker.cancel()
+        if self.coordinator is not None:
+            self.coordinator.leave()
+            self.flush()
         broker.shutdown(SHUTDOWN_TEXT)
         self.flush()
         if self._commit is not None:
@@ -260,7 +268,13 @@ class Node:
             peers = self.peers
             if (coordinator is not None and peers is not None
                     and peers.detector.peers[event.peer].app_running):
-                coordinator.peer_up(event.peer, event.incarnation)
+                if not event.partition or self.settings.partition_handling == "pause_minority":
+                    coordinator.peer_up(event.peer, event.incarnation)
+                elif self.settings.partition_handling == "autoheal" and self._autoheal_loses():
+                    # The other side won: restart, so our mirrors rejoin theirs empty.
+                    self.events.emit("autoheal_restart", winners=sorted(peers.detector.partitions))
+                    self._app_change(self._restart_app)
+                # Otherwise the sides stay apart (ignore), or a loser will restart.
         elif isinstance(event, PeerDown):
             self.events.emit("peer_down", peer=event.peer, reason=event.reason)
             if coordinator is not None:
@@ -269,7 +283,52 @@ class Node:
             self.events.emit("peer_app_stopped", peer=event.peer)
             if coordinator is not None:
                 coordinator.peer_down(event.peer)
+        if self.settings.partition_handling == "pause_minority":
+            self._pause_in_minority()
         self._after_cluster_input()
+
+    def _autoheal_loses(self) -> bool:
+        """After a partition heals, the side with fewer nodes restarts (ties: the side
+        without the first node by name), as every node of both sides works out alike."""
+        assert self.peers is not None
+        detector = self.peers.detector
+        reachable = set(detector.reachable())
+        other = detector.partitions & reachable
+        mine = {self.settings.name} | (reachable - other)
+        if len(mine) != len(other):
+            return len(mine) < len(other)
+        return min(mine | other) not in mine
+
+    def _pause_in_minority(self) -> None:
+        """pause_minority: the app stops while this node reaches no more than half of
+        the cluster, and starts again once it reaches a majority."""
+        assert self.peers is not None
+        total = len(self.peers.settings.peers) + 1
+        reachable = len(self.peers.detector.reachable()) + 1
+        minority = reachable * 2 <= total
+        if minority and not self._paused_for_minority:
+            self._paused_for_minority = True
+            self.events.emit("paused", reason="minority", reachable=reachable, nodes=total)
+            self._app_change(self.stop_app)
+        elif not minority and self._paused_for_minority:
+            self._paused_for_minority = False
+            self.events.emit("resumed", reachable=reachable, nodes=total)
+            self._app_change(self.start_app)
+
+    def _app_change(self, change: Callable[[], Awaitable[None]]) -> None:
+        """Stop or start the app from an event handler: in order, one at a time."""
+        previous = self._app_task
+
+        async def run() -> None:
+            if previous is not None:
+                await asyncio.gather(previous, return_exceptions=True)
+            await change()
+
+        self._app_task = asyncio.get_running_loop().create_task(run())
+
+    async def _restart_app(self) -> None:
+        await self.stop_app()
+        await self.start_app()
 
     def _peer_message(self, peer: str, envelope: Envelope) -> None:
         coordinator = self.coordinator
@@ -294,9 +353,15 @@ class Node:
         broker = self.broker
         if broker is None:
             return
-        if self.coordinator is not None and self.peers is not None:
-            for peer, envelope in self.coordinator.take_outbox():
+        coordinator = self.coordinator
+        if coordinator is not None and self.peers is not None:
+            for peer, envelope in coordinator.take_outbox():
                 self.peers.send(peer, envelope)
+            if coordinator.syncs and not self._sync_scheduled:
+                # A sync goes a batch per turn of the loop, so that cancel_sync_queue
+                # and everything else get in between.
+                self._sync_scheduled = True
+                asyncio.get_running_loop().call_soon(self._sync_step)
         while broker.dirty:
             connection = broker.dirty.pop()
             transport = self.transports.get(connection)
@@ -315,6 +380,13 @@ class Node:
         store = self.store
         if store is not None and store.staged_lsn > broker.durable_lsn and self._commit is None:
             self._commit = asyncio.get_running_loop().create_task(self._group_commit())
+
+    def _sync_step(self) -> None:
+        self._sync_scheduled = False
+        if self.coordinator is not None and self.broker is not None:
+            self.coordinator.sync_step()
+            self.broker.after_input()
+            self.flush()
 
     async def _group_commit(self) -> None:
         """fsync in a worker thread; everything staged meanwhile rides the next commit."""
@@ -378,6 +450,10 @@ def parse_args(argv: list[str] | None = None) -> NodeSettings:
                         help="seconds between heartbeats to peers (default %(default)s)")
     parser.add_argument("--tick-count", type=int, default=4,
                         help="missed ticks before a peer counts as down (default %(default)s)")
+    parser.add_argument("--partition-handling", default="ignore",
+                        choices=("ignore", "pause_minority", "autoheal"),
+                        help="what a node does about a network partition, as RabbitMQ's "
+                             "cluster_partition_handling (default %(default)s)")
     args = parser.parse_args(argv)
     cluster = None
     if args.peer:
@@ -387,7 +463,7 @@ def parse_args(argv: list[str] | None = None) -> NodeSettings:
         cluster = ClusterSettings(args.cluster_name, args.host, args.cluster_port, peers,
                                   args.tick, args.tick_count)
     return NodeSettings(args.name, args.data_dir, args.amqp_port, args.mgmt_port, args.host,
-                        args.config, cluster)
+                        args.config, cluster, args.partition_handling)
 
 
 def _peer_address(parser: argparse.ArgumentParser, text: str) -> tuple[str, tuple[str, int]]:

@@ -9,6 +9,7 @@ outcome; the harness can run the same cases as scenarios.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import threading
 import time
@@ -48,9 +49,6 @@ def queue_info(node: NodeAccess, queue: str) -> dict[str, object]:
     return found
 
 
-def mirror_all(node: NodeAccess, pattern: str = "^ha\\.") -> None:
-    management(node, "/api/policies/%2F/ha-all", "PUT",
-               {"pattern": pattern, "definition": {"ha-mode": "all"}})
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
@@ -62,9 +60,11 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = 15.0) ->
     raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}")
 
 
-def declare_mirrored(nodes: Mapping[str, NodeAccess], master: str, queue: str) -> None:
-    """Declare ``queue`` on ``master`` and wait until every node mirrors it, in sync."""
-    mirror_all(nodes[master])
+def declare_mirrored(nodes: Mapping[str, NodeAccess], master: str, queue: str,
+                     definition: dict[str, object] | None = None) -> None:
+    """Set the ``ha-*`` policy (default: ``ha-mode: all``), declare ``queue`` on
+    ``master`` and wait until every node mirrors it, in sync."""
+    set_policy(nodes[master], {"ha-mode": "all", **(definition or {})})
     connection = pika.BlockingConnection(pika.URLParameters(nodes[master].amqp_url))
     connection.channel().queue_declare(queue, durable=True)
     connection.close()
@@ -74,7 +74,15 @@ def declare_mirrored(nodes: Mapping[str, NodeAccess], master: str, queue: str) -
 
 
 def synchronised_mirrors(node: NodeAccess, queue: str) -> list[str]:
-    names = queue_info(node, queue)["synchronised_slave_nodes"]
+    return _node_list(node, queue, "synchronised_slave_nodes")
+
+
+def mirror_nodes(node: NodeAccess, queue: str) -> list[str]:
+    return _node_list(node, queue, "slave_nodes")
+
+
+def _node_list(node: NodeAccess, queue: str, field: str) -> list[str]:
+    names = queue_info(node, queue)[field]
     assert isinstance(names, list)
     return sorted(names)
 
@@ -263,3 +271,329 @@ def consumer_survives(nodes: Mapping[str, NodeAccess], control: ProcessControl, 
     left = queue_info(nodes[consumer], queue)["messages"]
     assert isinstance(left, int)
     return ConsumerOutcome(published, deliveries, cancel_on_failover, left)
+
+
+# -- synchronisation and promotion ------------------------------------------------------
+
+
+def set_policy(node: NodeAccess, definition: dict[str, object], pattern: str = "^ha\\.",
+               name: str = "ha-all") -> None:
+    management(node, f"/api/policies/%2F/{name}", "PUT",
+               {"pattern": pattern, "definition": definition})
+
+
+def queue_action(node: NodeAccess, queue: str, action: str) -> None:
+    management(node, f"/api/queues/%2F/{queue}/actions", "POST", {"action": action})
+
+
+def publish(node: NodeAccess, queue: str, bodies: list[bytes]) -> None:
+    """Publish persistent messages with confirms; every one must be confirmed."""
+    connection = pika.BlockingConnection(pika.URLParameters(node.amqp_url))
+    channel = connection.channel()
+    channel.confirm_delivery()
+    for body in bodies:
+        channel.basic_publish("", queue, body, pika.BasicProperties(delivery_mode=2))
+    connection.close()
+
+
+def message_count(node: NodeAccess, queue: str) -> int | None:
+    """What ``queue.declare(passive)`` answers on ``node``; None when the queue is
+    unavailable there (404)."""
+    connection = pika.BlockingConnection(pika.URLParameters(node.amqp_url))
+    try:
+        return int(connection.channel().queue_declare(queue, passive=True).method.message_count)
+    except pika.exceptions.ChannelClosedByBroker as closed:
+        if closed.reply_code == 404:
+            return None
+        raise
+    finally:
+        if connection.is_open:
+            connection.close()
+
+
+def unsynchronised_mirrors(nodes: Mapping[str, NodeAccess], control: ProcessControl, *,
+                           master: str, queue: str, messages: int,
+                           definition: dict[str, object]) -> list[bytes]:
+    """A queue mirrored everywhere whose mirrors hold none of its ``messages``: they
+    were down while those were published and rejoined empty."""
+    declare_mirrored(nodes, master, queue, definition)
+    mirrors = sorted(n for n in nodes if n != master)
+    for mirror in mirrors:
+        control.stop(mirror, timeout=10.0)
+    bodies = [f"old{i}".encode() for i in range(messages)]
+    publish(nodes[master], queue, bodies)
+    for mirror in mirrors:
+        control.start(mirror)
+    wait_for(lambda: mirror_nodes(nodes[master], queue) == mirrors,
+             f"{mirrors} to rejoin {queue}")
+    return bodies
+
+
+@dataclass
+class PromotionOutcome:
+    """What the eldest mirror did when an unsynchronised-mirrored master failed."""
+
+    setting: str
+    old_messages: int
+    after_failure: int | None  # messages the queue answers with; None: unavailable
+    after_return: int | None  # the same once the old master is back
+
+    def problems(self) -> list[str]:
+        if self.setting == "always":
+            # The unsynchronised mirror is promoted and the old messages are gone: the
+            # design's documented loss.
+            if self.after_failure != 0:
+                return [f"promoted unsynchronised mirror answered {self.after_failure} "
+                        "messages, expected 0 (it never held the old ones)"]
+            return []
+        out = []
+        if self.after_failure is not None:
+            out.append(f"queue answered {self.after_failure} messages while its master "
+                       "was down; when-synced must leave it unavailable")
+        if self.after_return != self.old_messages:
+            out.append(f"{self.after_return} messages after the old master returned, "
+                       f"expected all {self.old_messages}")
+        return out
+
+
+def promotion_of_unsynchronised(nodes: Mapping[str, NodeAccess], control: ProcessControl, *,
+                                master: str, fault: Fault, setting: str,
+                                queue: str = "ha.promote", messages: int = 50,
+                                ) -> PromotionOutcome:
+    """RabbitMQ's promote-on-failure / promote-on-shutdown cases: only unsynchronised
+    mirrors survive the master's failure (SIGKILL) or graceful stop."""
+    key = "ha-promote-on-failure" if fault == "kill" else "ha-promote-on-shutdown"
+    bodies = unsynchronised_mirrors(nodes, control, master=master, queue=queue,
+                                    messages=messages, definition={key: setting})
+    _fail(control, master, fault)
+    survivor = nodes[sorted(n for n in nodes if n != master)[0]]
+    wait_for(lambda: _settled_after_failure(survivor, queue, master), "the failover decision")
+    after_failure = message_count(survivor, queue)
+    after_return = None
+    if setting != "always":
+        control.start(master)
+        wait_for(lambda: message_count(survivor, queue) is not None, "the queue to come back")
+        after_return = message_count(survivor, queue)
+    return PromotionOutcome(setting, len(bodies), after_failure, after_return)
+
+
+def _settled_after_failure(node: NodeAccess, queue: str, old_master: str) -> bool:
+    """The survivors have decided: a new master, or a refusal (the record still names
+    the old master, which is no longer running)."""
+    info = queue_info(node, queue)
+    return info["node"] != old_master or message_count(node, queue) is None
+
+
+@dataclass
+class SyncOutcome:
+    messages: int
+    synchronised_before: list[str]
+    synchronised_after: list[str]
+    after_master_killed: int | None
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.synchronised_before:
+            out.append(f"rejoined mirrors counted synchronised before any sync: "
+                       f"{self.synchronised_before}")
+        if not self.synchronised_after:
+            out.append("no mirror synchronised after the sync")
+        if self.after_master_killed != self.messages:
+            out.append(f"the promoted mirror holds {self.after_master_killed} of "
+                       f"{self.messages} messages")
+        return out
+
+
+def sync_then_fail(nodes: Mapping[str, NodeAccess], control: ProcessControl, *, master: str,
+                   automatic: bool, queue: str = "ha.sync", messages: int = 200) -> SyncOutcome:
+    """eager-sync and manual sync: rejoined mirrors become synchronised by a sync
+    (``ha-sync-mode: automatic`` or ``sync_queue``), so the master's death loses
+    nothing."""
+    definition: dict[str, object] = {"ha-sync-mode": "automatic" if automatic else "manual",
+                                     "ha-sync-batch-size": 16}
+    bodies = unsynchronised_mirrors(nodes, control, master=master, queue=queue,
+                                    messages=messages, definition=definition)
+    before = [] if automatic else synchronised_mirrors(nodes[master], queue)
+    if not automatic:
+        queue_action(nodes[master], queue, "sync")
+    others = sorted(n for n in nodes if n != master)
+    wait_for(lambda: synchronised_mirrors(nodes[master], queue) == others, "the sync")
+    after = synchronised_mirrors(nodes[master], queue)
+    control.kill(master)
+    survivor = nodes[others[0]]
+    wait_for(lambda: queue_info(survivor, queue)["node"] != master, "the promotion")
+    return SyncOutcome(len(bodies), before, after, message_count(survivor, queue))
+
+
+def node_events(control: ProcessControl, node: str, kind: str) -> list[dict[str, object]]:
+    """The node's event log lines of one kind (local processes keep it in their data
+    directory)."""
+    path = control.node(node).data_dir / "events.jsonl"  # type: ignore[attr-defined]
+    lines = path.read_text().splitlines()
+    return [event for line in lines if (event := json.loads(line))["event"] == kind]
+
+
+@dataclass
+class CancelOutcome:
+    sync_ends: list[dict[str, object]]
+    synchronised_after: list[str]
+
+    def problems(self) -> list[str]:
+        outcomes = [end.get("outcome") for end in self.sync_ends]
+        if outcomes != ["cancelled"]:
+            return [f"sync ends {outcomes}, expected one cancelled sync"]
+        if self.synchronised_after:
+            return [f"mirrors {self.synchronised_after} synchronised after a cancelled sync"]
+        return []
+
+
+def sync_cancelled(nodes: Mapping[str, NodeAccess], control: ProcessControl, *, master: str,
+                   queue: str = "ha.cancel", messages: int = 20_000) -> CancelOutcome:
+    """``cancel_sync_queue`` during a sync in batches of one: the mirrors stay
+    unsynchronised and the master says the sync was cancelled."""
+    unsynchronised_mirrors(nodes, control, master=master, queue=queue, messages=messages,
+                           definition={"ha-sync-batch-size": 1})
+    queue_action(nodes[master], queue, "sync")
+    queue_action(nodes[master], queue, "cancel_sync")
+    return CancelOutcome(node_events(control, master, "sync_end"),
+                         synchronised_mirrors(nodes[master], queue))
+
+
+@dataclass
+class DrainOutcome:
+    synchronised_while_old_held: list[str]
+    synchronised_after_drain: list[str]
+    mirrors: list[str]
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.synchronised_while_old_held:
+            out.append(f"{self.synchronised_while_old_held} counted synchronised while "
+                       "older messages they never held were still queued")
+        if self.synchronised_after_drain != self.mirrors:
+            out.append(f"after the old head drained, synchronised "
+                       f"{self.synchronised_after_drain}, expected {self.mirrors}")
+        return out
+
+
+def rejoined_until_drained(nodes: Mapping[str, NodeAccess], control: ProcessControl, *,
+                           master: str, queue: str = "ha.rejoin",
+                           messages: int = 30) -> DrainOutcome:
+    """rejoin-unsynced: a mirror that rejoins is unsynchronised until every message
+    older than its join is gone, with no sync."""
+    unsynchronised_mirrors(nodes, control, master=master, queue=queue, messages=messages,
+                           definition={})
+    publish(nodes[master], queue, [b"new"])
+    held = synchronised_mirrors(nodes[master], queue)
+    drained = Deliveries()
+    _drain_into(nodes[master].amqp_url, queue, drained, idle=0.3)
+    mirrors = mirror_nodes(nodes[master], queue)
+    with contextlib.suppress(TimeoutError):
+        wait_for(lambda: synchronised_mirrors(nodes[master], queue) == mirrors, "drained sync",
+                 timeout=5)
+    return DrainOutcome(held, synchronised_mirrors(nodes[master], queue), mirrors)
+
+
+@dataclass
+class MoveOutcome:
+    master_before: str
+    master_after: str
+    wanted: list[str]
+    published: int
+    drained: Deliveries
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.master_after not in self.wanted:
+            out.append(f"master {self.master_after} is not on {self.wanted}")
+        bodies = {body for body, _ in self.drained.seen}
+        if len(bodies) != self.published:
+            out.append(f"{len(bodies)} of {self.published} messages left after the move")
+        return out
+
+
+def policy_moves_queue(nodes: Mapping[str, NodeAccess], *, master: str, to: list[str],
+                       queue: str = "ha.move", messages: int = 100) -> MoveOutcome:
+    """A policy change that moves a queue off its master's node: the master hands over
+    only once a mirror on the new nodes is synchronised, and nothing is lost."""
+    set_policy(nodes[master], {"ha-mode": "nodes", "ha-params": [master]})
+    connection = pika.BlockingConnection(pika.URLParameters(nodes[master].amqp_url))
+    connection.channel().queue_declare(queue, durable=True)
+    connection.close()
+    bodies = [f"mv{i}".encode() for i in range(messages)]
+    publish(nodes[master], queue, bodies)
+    set_policy(nodes[master], {"ha-mode": "nodes", "ha-params": to,
+                               "ha-sync-mode": "automatic"})
+    other = nodes[to[0]]
+    wait_for(lambda: queue_info(other, queue)["node"] in to, f"the master to move to {to}")
+    after = str(queue_info(other, queue)["node"])
+    drained = Deliveries()
+    _drain_into(other.amqp_url, queue, drained, idle=0.5)
+    return MoveOutcome(master, after, to, len(bodies), drained)
+
+
+@dataclass
+class ReplacementOutcome:
+    mirrors_before: list[str]
+    mirrors_after: list[str]
+    lost_mirror: str
+
+    def problems(self) -> list[str]:
+        if len(self.mirrors_after) != len(self.mirrors_before):
+            return [f"mirrors {self.mirrors_after} after losing {self.lost_mirror}, expected "
+                    f"{len(self.mirrors_before)} again"]
+        if self.lost_mirror in self.mirrors_after:
+            return [f"the lost mirror {self.lost_mirror} is still listed"]
+        return []
+
+
+def exactly_replaces_lost_mirror(nodes: Mapping[str, NodeAccess], control: ProcessControl, *,
+                                 master: str, queue: str = "ha.exactly") -> ReplacementOutcome:
+    """``ha-mode: exactly`` with a spare node: a killed mirror is replaced there."""
+    set_policy(nodes[master], {"ha-mode": "exactly", "ha-params": 2})
+    connection = pika.BlockingConnection(pika.URLParameters(nodes[master].amqp_url))
+    connection.channel().queue_declare(queue, durable=True)
+    connection.close()
+    wait_for(lambda: len(mirror_nodes(nodes[master], queue)) == 1, "one mirror")
+    before = mirror_nodes(nodes[master], queue)
+    control.kill(before[0])
+    wait_for(lambda: mirror_nodes(nodes[master], queue) not in ([], before),
+             "a replacement mirror")
+    return ReplacementOutcome(before, mirror_nodes(nodes[master], queue), before[0])
+
+
+def repeated_double_kills(nodes: Mapping[str, NodeAccess], control: ProcessControl, *,
+                          publisher: str, rounds: int = 3, per_round: int = 150,
+                          queue: str = "ha.many") -> ConfirmsOutcome:
+    """many-node-kill: on five nodes, kill the master and one more node at a time while
+    a publisher confirms on a node that stays up; restart them and go again. Every
+    confirmed message must be drained at the end."""
+    names = sorted(nodes)
+    declare_mirrored(nodes, names[0], queue)
+    connection = pika.BlockingConnection(pika.URLParameters(nodes[publisher].amqp_url))
+    channel = connection.channel()
+    channel.confirm_delivery()
+    published, confirmed = [], []
+    longest, last = 0.0, time.monotonic()
+    for round_ in range(rounds):
+        master = str(queue_info(nodes[publisher], queue)["node"])
+        victims = [master, next(n for n in names if n not in (master, publisher))]
+        for i in range(per_round):
+            if i == per_round // 3:
+                for victim in victims:
+                    control.kill(victim)
+            body = f"r{round_}-{i}".encode()
+            published.append(body)
+            try:
+                channel.basic_publish("", queue, body, pika.BasicProperties(delivery_mode=2))
+            except pika.exceptions.NackError:
+                continue
+            confirmed.append(body)
+            now = time.monotonic()
+            longest, last = max(longest, now - last), now
+        for victim in victims:
+            control.start(victim)
+    connection.close()
+    drained = Deliveries()
+    _drain_into(nodes[publisher].amqp_url, queue, drained, idle=0.5)
+    return ConfirmsOutcome(published, confirmed, drained, longest)

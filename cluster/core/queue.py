@@ -93,6 +93,8 @@ class Queue:
         self._round_robin = 0
         self.message_bytes = 0
         self.observer: QueueObserver | None = None
+        # A master synchronising its mirrors delivers nothing until it is done.
+        self.paused = False
 
     @property
     def key(self) -> str:
@@ -209,6 +211,25 @@ class Queue:
         """Seqs held by owners whose name starts with ``owner_prefix`` (a node's)."""
         return [seq for seq, e in self.unacked.items() if e.owner.startswith(owner_prefix)]
 
+    def held(self, low: int, high: int) -> list[Entry]:
+        """Every message held, ready or unacknowledged, with ``low <= seq < high``, in
+        seq order (what a synchronising master sends its mirrors)."""
+        found = [e for e in (*self._fresh, *self._requeued, *self.unacked.values())
+                 if low <= e.seq < high]
+        return sorted(found)
+
+    def insert_old(self, entry: Entry) -> int:
+        """A message from the master's sync, older than anything this mirror saw;
+        returns the store LSN it waits for."""
+        if entry.owner and entry.seq not in self.unacked:
+            self.unacked[entry.seq] = entry
+        elif not entry.owner:
+            heapq.heappush(self._requeued, entry)
+        self.message_bytes += len(entry.message.body)
+        if self.log is not None and self._persists(entry.message):
+            return self.log.stage_append(self.key, entry.seq, entry.message.encode())
+        return 0
+
     def oldest_seq(self) -> int:
         """The lowest sequence id still held (ready or unacknowledged); ``next_seq`` when
         empty. A mirror that joined at seq J holds everything once this reaches J."""
@@ -254,7 +275,7 @@ class Queue:
     def dispatch(self) -> None:
         """Deliver ready messages to consumers with credit, round-robin."""
         consumers = self.consumers
-        while consumers and (self._fresh or self._requeued):
+        while consumers and (self._fresh or self._requeued) and not self.paused:
             count = len(consumers)
             start = self._round_robin % count
             for offset in range(count):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from cluster.core.message import Message
@@ -24,6 +25,7 @@ from cluster.ha.queue import ClusterQueue, ConsumerProxy, consumer_key
 from cluster.ha.record import (
     Member,
     QueueRecord,
+    master_fits,
     member_id,
     node_of,
     queue_key,
@@ -39,6 +41,14 @@ if TYPE_CHECKING:
     from cluster.core.vhost import VirtualHost
 
 Reply = Callable[[dict[str, Any], bytes], None]
+
+
+@dataclass
+class SyncJob:
+    targets: list[Member]
+    cursor: int  # next seq to send
+    high: int  # messages below this seq are older than the newest target's join
+    size: int
 
 
 class Coordinator:
@@ -62,6 +72,9 @@ class Coordinator:
         self._early_gm: dict[tuple[str, str], list[tuple[dict[str, Any], GMMessage]]] = (
             defaultdict(list))
         self.entities_dirty = True
+        self.syncs: dict[ClusterQueue, SyncJob] = {}
+        self.leaving: set[str] = set()  # peers that said they are stopping gracefully
+        self.forgotten: set[str] = set()
         broker.cluster = self
 
     # -- the node's members -------------------------------------------------------------
@@ -73,6 +86,9 @@ class Coordinator:
     def cluster_nodes(self) -> list[str]:
         """Nodes whose app runs, this one included, in configured order."""
         return sorted([self.node, *self.running])
+
+    def is_up(self, node: str) -> bool:
+        return node == self.node or node in self.running
 
     def send(self, node: str, envelope: Envelope) -> None:
         self.outbox.append((node, envelope))
@@ -128,7 +144,10 @@ class Coordinator:
             entities.apply(self.broker, key, value)
 
     def peer_up(self, peer: str, incarnation: str) -> None:
+        if peer in self.forgotten:
+            return
         self.running[peer] = incarnation
+        self.leaving.discard(peer)
         snapshot = self.meta.snapshot()
         self.send(peer, Envelope("meta", {}, json.dumps([u.to_json() for u in snapshot])
                                  .encode()))
@@ -251,27 +270,34 @@ class Coordinator:
         done = queue.unsynchronised_now_synced()
         if done and queue.is_master:
             record = queue.record
-            queue.record = type(record)(
-                record.vhost, record.name, record.durable, record.auto_delete,
-                record.arguments, record.view, (*record.synced, *done))
+            queue.record = replace(record, synced=(*record.synced, *done))
             self.write_record(queue.record)
             for member in done:
                 self.broker.events.emit("mirror_synchronised", vhost=queue.vhost,
                                         queue=queue.name, member=member)
+            self._place_mirrors(queue)
 
     def policy_changed(self) -> None:
         for queue in self._queues():
             if queue.is_master:
                 self._place_mirrors(queue)
 
-    def _place_mirrors(self, queue: ClusterQueue) -> None:
-        """Master: add mirrors on running nodes the policy wants and lacks."""
-        assert queue.copy is not None
+    def _definition(self, queue: ClusterQueue) -> dict[str, Any]:
         policy = self.broker.policy_for(queue)
-        definition = policy.definition if policy is not None else None
-        current = [node_of(m) for m in queue.record.mirrors]
+        return policy.definition if policy is not None else {}
+
+    def _place_mirrors(self, queue: ClusterQueue) -> None:
+        """Master: make the mirrors what the policy wants on the running nodes. Mirrors
+        are added (empty, unsynchronised) and dropped as it says; the master hands over
+        to a synchronised mirror when the policy no longer wants its node, never before
+        one is synchronised."""
+        copy = queue.copy
+        assert copy is not None
+        definition = self._definition(queue)
+        record = queue.record
+        current = [node_of(m) for m in record.mirrors]
         wanted = wanted_mirror_nodes(definition, self.node, current, self.cluster_nodes())
-        view = queue.record.view
+        view = record.view
         added = []
         for node in wanted:
             if node not in current and node in self.running:
@@ -279,47 +305,166 @@ class Coordinator:
                 if member in view or member in view.heirs:
                     continue
                 view = view.joined(member)
-                queue.join_seq[member] = queue.copy.next_seq
+                queue.join_seq[member] = copy.next_seq
                 added.append(member)
-        if added:
-            self._install(queue, queue.record.with_view(view))
-            if not queue.copy.ready_count and not queue.copy.unacked:
+        unwanted = [m for m in record.mirrors if node_of(m) not in wanted]
+        successor = next((m for m in view.members[1:] if m in record.synced
+                          and node_of(m) in wanted), None)
+        if not master_fits(definition, self.node) and successor is not None:
+            # Hand over: the eldest remaining mirror must be a synchronised one.
+            unwanted = [m for m in view.members[1:] if m != successor
+                        and (node_of(m) not in wanted or view.members.index(m)
+                             < view.members.index(successor))]
+            unwanted.append(self.me)
+        if unwanted:
+            view = view.without(*unwanted)
+            for member in unwanted:
+                queue.join_seq.pop(member, None)
+                self.broker.events.emit("mirror_dropped", vhost=queue.vhost,
+                                        queue=queue.name, member=member, reason="policy")
+        if added or unwanted:
+            self._install(queue, record.with_view(view))
+        if queue.is_master and added:
+            if definition.get("ha-sync-mode") == "automatic":
+                self.sync(queue)
+            elif not copy.ready_count and not copy.unacked:
                 self._changed.add(queue)
 
     def _install(self, queue: ClusterQueue, record: QueueRecord) -> None:
         self.write_record(record)
         queue.install(record)
 
-    def _member_lost(self, queue: ClusterQueue, peer: str) -> None:
-        """A node died: the eldest live member of each queue it was in fixes the view;
-        a mirror that is now eldest after the master is promoted."""
+    def _member_lost(self, queue: ClusterQueue, peer: str, *, forced: bool = False) -> None:
+        """A node died: the eldest live member of each queue it was in fixes the view.
+        When the master died, that member is promoted unless the policy's
+        ``ha-promote-on-failure`` (``-on-shutdown`` after a graceful stop) is
+        ``when-synced`` and it is not synchronised: then the queue stays unavailable
+        until its master comes back."""
         record = queue.record
-        dead = [m for m in record.view.members if node_of(m) == peer]
         if queue.is_master:
             queue.node_down(peer)
-        if not dead or queue.me is None:
+        # Every member on a node that is down, not only ``peer``'s: when two die at once
+        # the eldest survivor must look past both.
+        dead = [m for m in record.view.members if not self.is_up(node_of(m))]
+        if peer not in [node_of(m) for m in dead] or queue.me is None:
             return
         alive = [m for m in record.view.members if m not in dead]
         if not alive or alive[0] != queue.me:
             return
-        was_master = record.master in dead
         queue.join_seq = {m: s for m, s in queue.join_seq.items() if m not in dead}
-        new_record = record.with_view(record.view.without(*dead))
-        if was_master:
-            self.broker.events.emit("promotion", vhost=queue.vhost, queue=queue.name,
-                                    member=queue.me, dead=dead,
-                                    synchronised=queue.me in record.synced)
-            queue.record = new_record
-            queue.promote()
-            self._install(queue, new_record)
-            self._place_mirrors(queue)
-            queue.copy.dispatch()  # type: ignore[union-attr]
-        else:
+        if record.master in dead and not forced:
+            graceful = peer in self.leaving
+            key = "ha-promote-on-shutdown" if graceful else "ha-promote-on-failure"
+            default = "when-synced" if graceful else "always"
+            if (self._definition(queue).get(key, default) == "when-synced"
+                    and queue.me not in record.synced):
+                self.broker.events.emit("promotion_refused", vhost=queue.vhost,
+                                        queue=queue.name, member=queue.me, setting=key)
+                return
+        if record.master not in dead:
             for member in dead:
                 self.broker.events.emit("mirror_dropped", vhost=queue.vhost,
-                                        queue=queue.name, member=member)
-            self._install(queue, new_record)
+                                        queue=queue.name, member=member, reason="down")
+        self._install(queue, record.with_view(record.view.without(*dead)))
+        if queue.is_master:
             self._place_mirrors(queue)
+
+    def promoted(self, queue: ClusterQueue) -> None:
+        """A mirror here became the master (its old master died or handed over)."""
+        previous = [m for m, _ in queue.record.view.aliases if m not in queue.record.view]
+        self.broker.events.emit("promotion", vhost=queue.vhost, queue=queue.name,
+                                member=queue.me, synchronised=queue.me in queue.record.synced,
+                                previous=previous[-1:])
+        self._place_mirrors(queue)
+        assert queue.copy is not None
+        queue.copy.dispatch()
+
+    # -- synchronisation ----------------------------------------------------------------
+
+    def sync(self, queue: ClusterQueue) -> str | None:
+        """Copy the messages older than their join to the unsynchronised mirrors, in
+        batches of ``ha-sync-batch-size``; the queue delivers nothing meanwhile. Asked
+        of a node that is not the master, passes the request on."""
+        if not queue.is_master:
+            self.send(queue.master_node, Envelope("q.sync", {
+                "q": [queue.vhost, queue.name], "op": "sync"}))
+            return None
+        copy = queue.copy
+        assert copy is not None
+        targets = [m for m in queue.record.mirrors if m not in queue.record.synced]
+        if not targets or queue in self.syncs:
+            return None
+        high = max(queue.join_seq.get(m, copy.next_seq) for m in targets)
+        size = int(self._definition(queue).get("ha-sync-batch-size", 4096))
+        self.syncs[queue] = SyncJob(targets, 0, high, size)
+        copy.paused = True
+        self.broker.events.emit("sync_start", vhost=queue.vhost, queue=queue.name,
+                                mirrors=targets)
+        return None
+
+    def cancel_sync(self, queue: ClusterQueue) -> str | None:
+        if not queue.is_master:
+            self.send(queue.master_node, Envelope("q.sync", {
+                "q": [queue.vhost, queue.name], "op": "cancel"}))
+            return None
+        if self.syncs.pop(queue, None) is None:
+            return "is not synchronising"
+        assert queue.copy is not None
+        queue.copy.paused = False
+        queue.copy.dispatch()
+        self.broker.events.emit("sync_end", vhost=queue.vhost, queue=queue.name,
+                                outcome="cancelled")
+        return None
+
+    def sync_step(self) -> bool:
+        """One batch of every running sync; True while any remains."""
+        for queue, job in list(self.syncs.items()):
+            job.targets = [m for m in job.targets if m in queue.record.view]
+            if queue.is_master and job.targets:
+                job.cursor = queue.sync_batch(job.targets, job.cursor, job.high, job.size)
+                if job.cursor < job.high:
+                    continue
+            del self.syncs[queue]
+            if queue.copy is not None:
+                queue.copy.paused = False
+                queue.copy.dispatch()
+            if not queue.is_master or not job.targets:
+                continue
+            for member in job.targets:
+                queue.join_seq.pop(member, None)
+            record = queue.record
+            queue.record = replace(record, synced=(*record.synced, *job.targets))
+            self.write_record(queue.record)
+            self.broker.events.emit("sync_end", vhost=queue.vhost, queue=queue.name,
+                                    outcome="synchronised", mirrors=job.targets)
+            self._place_mirrors(queue)
+        return bool(self.syncs)
+
+    # -- membership ---------------------------------------------------------------------
+
+    def leave(self) -> None:
+        """This node's app is stopping gracefully: peers promote by
+        ``ha-promote-on-shutdown`` rather than ``-on-failure``."""
+        for peer in self.running:
+            self.send(peer, Envelope("bye", {}))
+
+    def forget(self, node: str) -> str | None:
+        """``forget_cluster_node``: the node leaves the cluster for good; its replicas
+        are dropped and the queues it mastered promote a mirror whatever their policy."""
+        if node in self.running:
+            return f"node {node} is running; stop it first"
+        if node not in self.peers:
+            return f"node {node} is not in the cluster"
+        self.forgotten.add(node)
+        for peer in self.running:
+            self.send(peer, Envelope("forget", {"node": node}))
+        self._forget(node)
+        return None
+
+    def _forget(self, node: str) -> None:
+        self.forgotten.add(node)
+        for queue in self._queues():
+            self._member_lost(queue, node, forced=True)
 
     # -- publishes and confirms ---------------------------------------------------------
 
@@ -493,7 +638,15 @@ class Coordinator:
     # -- peer messages ------------------------------------------------------------------
 
     def received(self, peer: str, envelope: Envelope) -> None:
+        if peer not in self.running:
+            return  # partitioned off, forgotten, or its app is down: not our cluster now
         kind, fields = envelope.type, envelope.fields
+        if kind == "bye":
+            self.leaving.add(peer)
+            return
+        if kind == "forget":
+            self._forget(fields["node"])
+            return
         if kind == "meta":
             self._received_meta(envelope.payload)
             return
@@ -523,6 +676,8 @@ class Coordinator:
         elif kind == "q.pub":
             queue.received_publish(Message.decode(envelope.payload), fields["s"],
                                    fields["i"], fields["c"])
+        elif kind == "q.sync":
+            (self.sync if fields["op"] == "sync" else self.cancel_sync)(queue)
         elif kind == "q.deliver":
             entry = Entry(fields["seq"], Message.decode(envelope.payload))
             self._delivered(queue, fields["k"], entry, fields["r"])

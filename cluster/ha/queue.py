@@ -138,8 +138,10 @@ class ClusterQueue:
         self.proxies.clear()
 
     def install(self, record: QueueRecord) -> None:
-        """A newer record: a view change for the GM member, maybe a new master."""
+        """A newer record: a view change for the GM member, maybe a new master (this
+        mirror, promoted)."""
         old_master = self.record.master
+        was_mirror = self.copy is not None and not self.is_master
         self.record = record
         member = self.member
         if member is not None:
@@ -153,6 +155,9 @@ class ClusterQueue:
                     self.stop_replica()
                 self.flush_gm()
         if record.master != old_master:
+            if was_mirror and self.is_master:
+                self.promote()
+                self.coordinator.promoted(self)
             self.master_changed()
 
     # -- publishing -----------------------------------------------------------------------
@@ -165,6 +170,8 @@ class ClusterQueue:
         here = self.coordinator.node
         want = wait is not None
         for node in self.record.nodes():
+            if not self.coordinator.is_up(node):
+                continue  # it will not confirm: a mirror promoted meanwhile has it
             if node == here:
                 if self.is_master:
                     lsn = self.order(message, sender, pubid, want)
@@ -261,6 +268,33 @@ class ClusterQueue:
             copy.requeue(op[1])
         elif kind == "purge":
             copy.purge()
+        elif kind == "sync" and self.me in op[1]:
+            self._absorb_sync(op[2])
+
+    def _absorb_sync(self, batch: list[list[Any]]) -> None:
+        """Mirror: older messages from the master's sync, each with its delivery state
+        (an owner: unacknowledged there)."""
+        copy = self.copy
+        assert copy is not None
+        if not batch:
+            return
+        have = {e.seq for e in copy.held(batch[0][0], batch[-1][0] + 1)}
+        for seq, delivered, owner, text in batch:
+            if seq not in have:
+                copy.insert_old(Entry(seq, message_from_text(text), delivered, owner or ""))
+
+    def sync_batch(self, targets: list[Member], low: int, high: int, size: int) -> int:
+        """Master: broadcast the next batch of messages older than the targets' joins,
+        from ``low``; returns where the next batch starts (``high`` when done)."""
+        copy = self.copy
+        assert copy is not None
+        entries = copy.held(low, high)[:size]
+        if not entries:
+            return high
+        self._broadcast(["sync", targets, [
+            [e.seq, e.delivered, e.owner if e.seq in copy.unacked else None,
+             message_text(e.message)] for e in entries]])
+        return entries[-1].seq + 1
 
     def promote(self) -> None:
         """The master died and this is the eldest surviving mirror: take over. Every

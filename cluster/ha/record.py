@@ -92,3 +92,11 @@ def wanted_mirror_nodes(definition: dict[str, Any] | None, master: str,
         listed = [str(n) for n in definition["ha-params"]]  # type: ignore[index]
         return [n for n in others if n in listed]
     return []
+
+
+def master_fits(definition: dict[str, Any] | None, node: str) -> bool:
+    """Whether a policy lets ``node`` hold the master (``ha-mode: nodes`` names the
+    nodes for every replica)."""
+    if (definition or {}).get("ha-mode") != "nodes":
+        return True
+    return node in [str(n) for n in definition["ha-params"]]  # type: ignore[index]

@@ -21,6 +21,7 @@ from cluster.core.broker import PRODUCT, VERSION, Broker
 from cluster.core.policy import Policy, PolicyError
 from cluster.core.users import Permission, User, Users
 from cluster.core.vhost import AnyQueue, VirtualHost
+from cluster.ha.queue import ClusterQueue
 from cluster.mgmt import shapes
 
 if TYPE_CHECKING:
@@ -356,11 +357,21 @@ class ManagementApi:
         """stop_app / start_app: answered once the action has completed, so a client
         that sent stop_app knows the broker is down when it hears back."""
         self._this_node(request)
-        action = _get(await _body(request), "action", str)
+        body = await _body(request)
+        action = _get(body, "action", str)
+        if action == "forget_cluster_node":
+            coordinator = self.node.coordinator
+            if coordinator is None:
+                raise bad_request("this node is not in a cluster, or its app is stopped")
+            problem = coordinator.forget(_get(body, "node", str))
+            if problem is not None:
+                raise bad_request(problem)
+            return _done()
         steps = {"stop_app": self.node.stop_app, "start_app": self.node.start_app}
         step = steps.get(action)
         if step is None:
-            raise bad_request(f"action must be one of {', '.join(steps)}, got {action!r}")
+            raise bad_request(f"action must be one of {', '.join(steps)}, "
+                              f"forget_cluster_node, got {action!r}")
         await step()
         return _done()
 
@@ -420,9 +431,14 @@ class ManagementApi:
         action = _get(await _body(request), "action", str)
         if action not in ("sync", "cancel_sync"):
             raise bad_request(f"action must be one of sync, cancel_sync, got {action!r}")
-        # Synchronisation is between a master and its mirrors, and a node without a
-        # cluster (SPEC §2.3) has no mirrors.
-        raise bad_request(f"queue '{queue.name}' in vhost '{queue.vhost}' is not mirrored")
+        coordinator = self.node.coordinator
+        if coordinator is None or not isinstance(queue, ClusterQueue) or not queue.record.mirrors:
+            raise bad_request(f"queue '{queue.name}' in vhost '{queue.vhost}' is not mirrored")
+        problem = (coordinator.sync(queue) if action == "sync"
+                   else coordinator.cancel_sync(queue))
+        if problem is not None:
+            raise bad_request(f"queue '{queue.name}' in vhost '{queue.vhost}': {problem}")
+        return _done()
 
     async def list_exchanges(self, request: web.Request) -> web.Response:
         broker = self.broker()
@@ -660,7 +676,15 @@ def _auth_middleware(api: ManagementApi) -> Middleware:
                            f"user '{user.name}' is not an administrator; only administrators "
                            "may change the broker")
         request["user"] = user
-        return await handler(request)
+        response = await handler(request)
+        if request.method not in READS:
+            # A write's effects (definitions, policies, queue changes) go to the peers and
+            # to waiting clients now, not at the next AMQP input.
+            broker = api.node.broker
+            if broker is not None:
+                broker.after_input()
+                api.node.flush()
+        return response
 
     return authenticate
 

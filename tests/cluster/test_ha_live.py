@@ -17,7 +17,14 @@ from harness.ha_cases import (
     confirms_survive,
     consumer_survives,
     declare_mirrored,
+    exactly_replaces_lost_mirror,
+    policy_moves_queue,
+    promotion_of_unsynchronised,
     queue_info,
+    rejoined_until_drained,
+    repeated_double_kills,
+    sync_cancelled,
+    sync_then_fail,
     wait_for,
 )
 from harness.process_node import NodeProcess, free_port
@@ -115,3 +122,70 @@ def test_an_unmirrored_queue_is_unavailable_while_its_node_is_down_and_back_with
              "n1 to hold the queue again with its 10 messages")
     assert other.channel().queue_declare("plain", durable=True).method.message_count == 10
     other.close()
+
+
+@pytest.mark.parametrize(("fault", "setting"), [
+    ("kill", "always"), ("kill", "when-synced"), ("stop", "always"), ("stop", "when-synced")])
+def test_promoting_an_unsynchronised_mirror_follows_the_policy(
+    cluster: tuple[dict[str, NodeAccess], LocalProcesses], fault: str, setting: str,
+) -> None:
+    nodes, control = cluster
+    outcome = promotion_of_unsynchronised(nodes, control, master="n1", fault=fault,
+                                          setting=setting)
+    assert outcome.problems() == []
+
+
+@pytest.mark.parametrize("automatic", [False, True])
+def test_a_synchronised_mirror_takes_over_with_every_message(
+    cluster: tuple[dict[str, NodeAccess], LocalProcesses], automatic: bool,
+) -> None:
+    nodes, control = cluster
+    outcome = sync_then_fail(nodes, control, master="n1", automatic=automatic)
+    assert outcome.problems() == []
+
+
+def test_a_cancelled_sync_leaves_the_mirrors_unsynchronised(
+    cluster: tuple[dict[str, NodeAccess], LocalProcesses],
+) -> None:
+    nodes, control = cluster
+    assert sync_cancelled(nodes, control, master="n1").problems() == []
+
+
+def test_a_rejoined_mirror_is_unsynchronised_until_the_old_messages_drain(
+    cluster: tuple[dict[str, NodeAccess], LocalProcesses],
+) -> None:
+    nodes, control = cluster
+    assert rejoined_until_drained(nodes, control, master="n1").problems() == []
+
+
+def test_a_policy_change_moves_the_queue_without_losing_messages(
+    cluster: tuple[dict[str, NodeAccess], LocalProcesses],
+) -> None:
+    nodes, _ = cluster
+    outcome = policy_moves_queue(nodes, master="n1", to=["n2", "n3"])
+    assert outcome.problems() == []
+
+
+def test_exactly_mode_replaces_a_lost_mirror_on_a_spare_node(
+    cluster: tuple[dict[str, NodeAccess], LocalProcesses],
+) -> None:
+    nodes, control = cluster
+    assert exactly_replaces_lost_mirror(nodes, control, master="n1").problems() == []
+
+
+def test_two_kills_at_a_time_on_five_nodes_lose_no_confirmed_message(tmp_path: Path) -> None:
+    names = [f"n{i}" for i in range(1, 6)]
+    processes = {name: NodeProcess(name, tmp_path / name, cluster_port=free_port(), tick=0.25)
+                 for name in names}
+    for src, dst in permutations(names, 2):
+        processes[src].peers[dst] = f"127.0.0.1:{processes[dst].cluster_port}"
+    control = LocalProcesses(processes)
+    try:
+        for process in processes.values():
+            process.start()
+        nodes = {n: NodeAccess(p.amqp_url, p.mgmt_url) for n, p in processes.items()}
+        outcome = repeated_double_kills(nodes, control, publisher="n5")
+    finally:
+        for process in processes.values():
+            process.stop()
+    assert outcome.problems() == []
