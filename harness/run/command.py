@@ -10,12 +10,10 @@ from typing import Any
 
 from rich.console import Console
 
+import reports
 from harness.checker import EXIT_BAD_INPUT
 from harness.run.orchestrate import RunOptions, RunOutcome, RunStatus, run_scenario
 from harness.scenarios import SCENARIOS, ScenarioError, find_scenario
-
-_COUNTS = ("attempted", "confirmed", "nacked", "indeterminate", "delivered", "lost",
-           "caveat_lost", "unexpected", "duplicated", "redelivered", "recovered")
 
 SubParsers = argparse._SubParsersAction
 
@@ -105,26 +103,20 @@ def _check_nodes(package: str, nodes: int) -> None:
 
 
 def summary(console: Console, outcome: RunOutcome) -> None:
+    """The full report of a checked run (terminal, plus report.html and junit.xml in
+    the run directory), then the verdict and where the run is stored."""
     results: dict[str, Any] = outcome.results or {}
+    if outcome.results is not None and (outcome.run_dir / "history.jsonl").exists():
+        report = reports.load(outcome.run_dir)
+        reports.render(report, console)
+        reports.write_html(report)
+        reports.write_junit(report)
     valid = results.get("valid", "unknown")
     style = {True: "green", False: "red"}.get(valid, "yellow")
     console.print(f"verdict: [{style}]{_verdict(valid)}[/{style}]  (exit {outcome.exit_code})")
-    counts = results.get("counts") or {}
-    if counts:
-        console.print("  ".join(f"{name} {counts.get(name, 0)}" for name in _COUNTS),
-                      markup=False, highlight=False)
-    latency = results.get("latency_ms") or {}
-    if latency.get("confirm_p50") is not None:
-        console.print(f"confirm latency p50 {latency['confirm_p50']} ms, "
-                      f"p99 {latency['confirm_p99']} ms")
-    for anomaly in results.get("violations", [])[:10]:
-        console.print(f"[red]violation[/red] {anomaly['kind']} x{anomaly['count']}: "
-                      f"{anomaly['explanation']}", markup=True, highlight=False)
-    if results.get("error"):
-        console.print(f"checker: {results['error']}", markup=False)
     if outcome.error:
         console.print(f"[red]harness failure[/red]: {outcome.error}", highlight=False)
-    console.print(f"stored in {outcome.run_dir}", markup=False)
+    console.print(f"stored in {outcome.run_dir} (report.html, junit.xml)", markup=False)
 
 
 def _verdict(valid: object) -> str:
