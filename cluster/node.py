@@ -24,7 +24,7 @@ from pathlib import Path
 from cluster.amqp.connection import Connection
 from cluster.amqp.errors import INTERNAL_ERROR, ConnectionError_
 from cluster.config import ConfigError, NodeConfig, load_config
-from cluster.core.broker import Broker
+from cluster.core.broker import BREAKAGES, Broker
 from cluster.core.queue import Queue
 from cluster.core.users import Permission
 from cluster.definitions import DefinitionsError, DefinitionsFile
@@ -50,6 +50,7 @@ class NodeSettings:
     config_path: Path | None = None
     cluster: ClusterSettings | None = None
     partition_handling: str = "ignore"
+    breakage: str | None = None
 
 
 class AMQPProtocol(asyncio.Protocol):
@@ -450,6 +451,9 @@ def parse_args(argv: list[str] | None = None) -> NodeSettings:
                         help="seconds between heartbeats to peers (default %(default)s)")
     parser.add_argument("--tick-count", type=int, default=4,
                         help="missed ticks before a peer counts as down (default %(default)s)")
+    parser.add_argument("--break", dest="breakage", choices=sorted(BREAKAGES),
+                        help="run deliberately broken, to show that the harness catches it: "
+                             + "; ".join(f"{k}: {v}" for k, v in sorted(BREAKAGES.items())))
     parser.add_argument("--partition-handling", default="ignore",
                         choices=("ignore", "pause_minority", "autoheal"),
                         help="what a node does about a network partition, as RabbitMQ's "
@@ -463,7 +467,7 @@ def parse_args(argv: list[str] | None = None) -> NodeSettings:
         cluster = ClusterSettings(args.cluster_name, args.host, args.cluster_port, peers,
                                   args.tick, args.tick_count)
     return NodeSettings(args.name, args.data_dir, args.amqp_port, args.mgmt_port, args.host,
-                        args.config, cluster, args.partition_handling)
+                        args.config, cluster, args.partition_handling, args.breakage)
 
 
 def _peer_address(parser: argparse.ArgumentParser, text: str) -> tuple[str, tuple[str, int]]:
@@ -480,6 +484,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = load_config(settings.config_path, settings.name)
+        config.broker.breakage = settings.breakage
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(run_node(settings, config))

@@ -270,7 +270,8 @@ class Channel:
                 assert isinstance(queue, ClusterQueue)
                 pubid = self._next_pubid
                 self._next_pubid = pubid + 1
-                if confirmed and wait is None:
+                if (confirmed and wait is None
+                        and self.broker.config.breakage != "early-confirm"):
                     wait = self.broker.cluster_wait(self.ref, pubid)
                 lsn = max(lsn, queue.publish(message, self.ref, pubid, wait))
             else:
@@ -339,6 +340,8 @@ class Channel:
         if not consumer.no_ack:
             self.unacked[tag] = Delivery(queue, entry.seq, consumer)
             consumer.unacked += 1
+        if self.broker.config.breakage == "unflagged-redelivery":
+            redelivered = False
         message = entry.message
         self.connection.send_many(
             [

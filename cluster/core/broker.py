@@ -42,6 +42,15 @@ class BrokerConfig:
     max_message_size: int = 128 * 1024 * 1024
     # Bytes of message bodies held in queues above which publishers are blocked.
     memory_high_watermark: int = 1 << 30
+    # A deliberate defect, for showing that the harness catches a broken broker
+    # (``--break``; see BREAKAGES). None in every real use.
+    breakage: str | None = None
+
+
+BREAKAGES = {
+    "unflagged-redelivery": "every delivery says redelivered=false, even after a requeue",
+    "early-confirm": "confirms wait for this node's disk only, not for the mirrors",
+}
 
 
 class EventSink(Protocol):

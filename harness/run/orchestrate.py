@@ -202,8 +202,9 @@ class ScenarioRun:
     def _run(self, recorder: Recorder, seeds: dict[str, int]) -> None:
         s = self.scenario
         self.status.enter("starting cluster")
+        node_args = ("--partition-handling", s.partition_handling, *s.node_args)
         spec = ClusterSpec(nodes=tuple(s.node_names), run_id=self.run_id,
-                           node_args=s.node_args, tick=s.tick, seed=seeds["toxiproxy"])
+                           node_args=node_args, tick=s.tick, seed=seeds["toxiproxy"])
         self.cluster = cluster = self.runtime.start(spec)
         self.status.enter("setting up")
         self._set_policy(cluster)

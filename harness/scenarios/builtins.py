@@ -9,7 +9,10 @@ from harness.scenarios.model import NemesisSpec, Phases, Scenario
 from harness.workload.spec import WorkloadSpec
 
 _PUBLISH_ONLY = WorkloadSpec(publishers=3, consumers=0)  # confirms, then the final drain
-_CONSUME = WorkloadSpec(publishers=2, consumers=3, prefetch=10)
+# Consumers on every node that hold each message a while: a failover finds messages
+# unacknowledged, which must come back flagged redelivered.
+_CONSUME = WorkloadSpec(publishers=2, consumers=3, prefetch=10, ack_delay=0.2,
+                        client_nodes="spread")
 
 
 def _kill(targets: str = "master", hold: float = 6.0, quiet: float = 6.0) -> NemesisSpec:

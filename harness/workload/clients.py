@@ -286,6 +286,8 @@ class Consumer(Client):
                     redelivered=bool(message.redelivered), mode=self.mode)
         if self.no_ack:
             return
+        if self.spec.ack_delay:
+            await asyncio.sleep(self.spec.ack_delay)
         try:
             await message.ack()
         except CLIENT_ERRORS as exc:

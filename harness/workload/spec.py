@@ -20,6 +20,9 @@ class WorkloadSpec:
     rate: float = 50.0  # messages per second per publisher
     window: int = 50  # unconfirmed publishes per publisher
     prefetch: int = 20
+    # Seconds a consumer holds each delivery before acking it: messages are in flight
+    # (unacknowledged) when a fault strikes, so failovers requeue and redeliver them.
+    ack_delay: float = 0.0
     get_rate: float = 20.0  # basic.get calls per second per poller
     tx_batch: int = 5  # messages per transaction
     persistent: bool = True
