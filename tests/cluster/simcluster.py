@@ -21,11 +21,11 @@ from tests.amqp.memory_client import FakeClock, MemoryClient
 
 
 class SimCluster:
-    def __init__(self, names: list[str], seed: int) -> None:
+    def __init__(self, names: list[str], seed: int, breakage: str | None = None) -> None:
         self.rng = random.Random(seed)
         self.clock = FakeClock()
-        self.brokers = {n: Broker(BrokerConfig(node_name=n), clock=self.clock,
-                                  rng=random.Random(seed)) for n in names}
+        self.brokers = {n: Broker(BrokerConfig(node_name=n, breakage=breakage),
+                                  clock=self.clock, rng=random.Random(seed)) for n in names}
         for broker in self.brokers.values():
             broker.add_user("guest", "guest", ["administrator"])
             broker.set_permissions("guest", "/", Permission())
