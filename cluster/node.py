@@ -31,7 +31,7 @@ from cluster.definitions import DefinitionsError, DefinitionsFile
 from cluster.events import EventLog
 from cluster.ha.coordinator import Coordinator
 from cluster.peer.codec import Envelope
-from cluster.peer.detector import AppStopped, Event, PeerDown, PeerUp
+from cluster.peer.detector import Event, PeerDown, PeerUp
 from cluster.peer.links import ClusterSettings, PeerNetwork
 from cluster.store import MessageStore
 
@@ -260,33 +260,39 @@ class Node:
         return self.incarnation, self.broker is not None
 
     def _peer_event(self, event: Event) -> None:
-        coordinator = self.coordinator
         if isinstance(event, PeerUp):
             self.events.emit("peer_up", peer=event.peer, incarnation=event.incarnation,
                              restarted=event.restarted)
             if event.partition:
                 self.events.emit("partition_detected", peer=event.peer)
-            peers = self.peers
-            if (coordinator is not None and peers is not None
-                    and peers.detector.peers[event.peer].app_running):
-                if not event.partition or self.settings.partition_handling == "pause_minority":
-                    coordinator.peer_up(event.peer, event.incarnation)
-                elif self.settings.partition_handling == "autoheal" and self._autoheal_loses():
-                    # The other side won: restart, so our mirrors rejoin theirs empty.
-                    self.events.emit("autoheal_restart", winners=sorted(peers.detector.partitions))
-                    self._app_change(self._restart_app)
-                # Otherwise the sides stay apart (ignore), or a loser will restart.
         elif isinstance(event, PeerDown):
             self.events.emit("peer_down", peer=event.peer, reason=event.reason)
-            if coordinator is not None:
-                coordinator.peer_down(event.peer)
-        elif isinstance(event, AppStopped):
+        else:
             self.events.emit("peer_app_stopped", peer=event.peer)
-            if coordinator is not None:
-                coordinator.peer_down(event.peer)
         if self.settings.partition_handling == "pause_minority":
+            # Before the cluster hears of it: a node about to pause must not act on the
+            # loss of its peers (confirm what only it holds, promote its mirrors).
             self._pause_in_minority()
+        coordinator = self.coordinator
+        if coordinator is not None and not self._paused_for_minority:
+            self._tell_cluster(coordinator, event)
         self._after_cluster_input()
+
+    def _tell_cluster(self, coordinator: Coordinator, event: Event) -> None:
+        if not isinstance(event, PeerUp):
+            coordinator.peer_down(event.peer)
+            return
+        peers = self.peers
+        assert peers is not None
+        if not peers.detector.peers[event.peer].app_running:
+            return
+        if not event.partition or self.settings.partition_handling == "pause_minority":
+            coordinator.peer_up(event.peer, event.incarnation)
+        elif self.settings.partition_handling == "autoheal" and self._autoheal_loses():
+            # The other side won: restart, so our mirrors rejoin theirs empty.
+            self.events.emit("autoheal_restart", winners=sorted(peers.detector.partitions))
+            self._app_change(self._restart_app)
+        # Otherwise the sides stay apart (ignore), or a loser will restart (autoheal).
 
     def _autoheal_loses(self) -> bool:
         """After a partition heals, the side with fewer nodes restarts (ties: the side

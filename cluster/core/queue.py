@@ -211,6 +211,13 @@ class Queue:
         """Seqs held by owners whose name starts with ``owner_prefix`` (a node's)."""
         return [seq for seq, e in self.unacked.items() if e.owner.startswith(owner_prefix)]
 
+    def mark_ready_delivered(self) -> None:
+        """Every ready message may already have been delivered (a mirror promoted after
+        its master died cannot know what the master's last deliveries were): their next
+        delivery says redelivered, as AMQP's "may have been delivered before" allows."""
+        for entry in (*self._fresh, *self._requeued):
+            entry.delivered = True
+
     def held(self, low: int, high: int) -> list[Entry]:
         """Every message held, ready or unacknowledged, with ``low <= seq < high``, in
         seq order (what a synchronising master sends its mirrors)."""

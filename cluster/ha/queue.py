@@ -297,9 +297,10 @@ class ClusterQueue:
         return entries[-1].seq + 1
 
     def promote(self) -> None:
-        """The master died and this is the eldest surviving mirror: take over. Every
-        unacknowledged message goes back (redelivered), and publishes that reached us
-        but were never ordered are enqueued and confirmed."""
+        """The master died (or handed over) and this is the eldest surviving mirror: take
+        over. Every unacknowledged message goes back and every ready one may have been
+        delivered already, so all are redelivered flagged; publishes that reached us but
+        were never ordered are enqueued and confirmed."""
         copy = self.copy
         assert copy is not None
         copy.observer = self
@@ -310,6 +311,9 @@ class ClusterQueue:
             if want:
                 self.coordinator.confirm_when_durable(lsn, sender, pubid)
         self.pending.clear()
+        # The old master's last orders and deliveries may not have reached us through GM:
+        # a publish we only held may have been delivered already, and so may the head.
+        copy.mark_ready_delivered()
         self.join_seq = {m: copy.next_seq for m in self.record.mirrors
                          if m not in self.record.synced}
 

@@ -61,6 +61,9 @@ def changes_from(faults: Iterable[Fault], syncs: Iterable[tuple[float, str]],
         down: tuple[str, ...] = ()
         if f.kind in CRASH_FAULTS or f.kind in SHUTDOWN_FAULTS:
             down = f.targets
+            survivors = len(nodes) - len(down)
+            if partition_handling == "pause_minority" and 2 * survivors <= len(nodes):
+                down = nodes  # the survivors are a minority: they pause too
         elif f.kind == PARTITION_FAULT and partition_handling == "pause_minority":
             down = paused_minority(f, nodes)
         elif f.kind == "forget":

@@ -346,3 +346,19 @@ def test_a_drain_of_one_queue_judges_that_queue() -> None:
     b.publish("p1-1")
     b.drain(queue="q")
     assert violated(run(b), "lost") == ["p1-1"]
+
+
+def test_under_pause_minority_a_survivor_in_the_minority_pauses_and_drops_transients() -> None:
+    b = builder(persistent=False)
+    b.publish("p1-1")
+    b.heal(b.fault("kill", ["n1", "n2"]))  # n3 alone is no majority: it pauses too
+    b.drain()
+    assert excused(run(b), "transient-no-replica") == ["p1-1"]
+
+
+def test_under_ignore_a_lone_survivor_keeps_transients() -> None:
+    b = builder(persistent=False, partition_handling="ignore")
+    b.publish("p1-1")
+    b.heal(b.fault("kill", ["n1", "n2"]))
+    b.drain()
+    assert violated(run(b), "lost") == ["p1-1"]
