@@ -1,5 +1,6 @@
 """The few management-API calls the nemeses need (RabbitMQ's shapes, so the same
-calls work against a real RabbitMQ): who a node sees running, and policies."""
+calls work against a real RabbitMQ): who a node sees running, policies, queue sync,
+and forgetting a node."""
 
 from __future__ import annotations
 
@@ -67,6 +68,17 @@ class Management:
         except ManagementError as exc:
             if exc.status != 404:
                 raise
+
+
+    def queue_action(self, vhost: str, name: str, action: str) -> None:
+        """``sync`` or ``cancel_sync`` a mirrored queue."""
+        self.call("POST", f"/api/queues/{quote(vhost, safe='')}/{quote(name, safe='')}"
+                          "/actions", {"action": action})
+
+    def forget_node(self, asker: str, node: str) -> None:
+        """``forget_cluster_node``, done by ``asker`` (this endpoint's node)."""
+        self.call("POST", f"/api/nodes/{quote(asker, safe='')}/actions",
+                  {"action": "forget_cluster_node", "node": node})
 
 
 def _policy_path(vhost: str, name: str) -> str:

@@ -74,7 +74,6 @@ class Coordinator:
         self.entities_dirty = True
         self.syncs: dict[ClusterQueue, SyncJob] = {}
         self.leaving: set[str] = set()  # peers that said they are stopping gracefully
-        self.forgotten: set[str] = set()
         broker.cluster = self
 
     # -- the node's members -------------------------------------------------------------
@@ -144,8 +143,6 @@ class Coordinator:
             entities.apply(self.broker, key, value)
 
     def peer_up(self, peer: str, incarnation: str) -> None:
-        if peer in self.forgotten:
-            return
         self.running[peer] = incarnation
         self.leaving.discard(peer)
         snapshot = self.meta.snapshot()
@@ -449,20 +446,19 @@ class Coordinator:
             self.send(peer, Envelope("bye", {}))
 
     def forget(self, node: str) -> str | None:
-        """``forget_cluster_node``: the node leaves the cluster for good; its replicas
-        are dropped and the queues it mastered promote a mirror whatever their policy."""
+        """``forget_cluster_node`` of a stopped node: its replicas are dropped and the
+        queues it mastered promote a mirror whatever their policy. Started again, it
+        rejoins as a new node would, its mirrors empty."""
         if node in self.running:
             return f"node {node} is running; stop it first"
         if node not in self.peers:
             return f"node {node} is not in the cluster"
-        self.forgotten.add(node)
         for peer in self.running:
             self.send(peer, Envelope("forget", {"node": node}))
         self._forget(node)
         return None
 
     def _forget(self, node: str) -> None:
-        self.forgotten.add(node)
         for queue in self._queues():
             self._member_lost(queue, node, forced=True)
 

@@ -1,7 +1,7 @@
 """Nemeses: faults a run injects and ends (SPEC §3.2)."""
 
 from . import grudges
-from .admin import PolicyNemesis
+from .admin import PolicyNemesis, QueueAdminNemesis
 from .combined import combined_nemesis
 from .core import HEAL, Compose, InvalidOp, Nemesis, NoopNemesis, Op, UnsupportedOp
 from .links import LinkNemesis
@@ -24,6 +24,7 @@ __all__ = [
     "PartitionNemesis",
     "PolicyNemesis",
     "ProcessNemesis",
+    "QueueAdminNemesis",
     "Record",
     "ScheduleConfig",
     "Step",

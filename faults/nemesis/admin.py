@@ -1,9 +1,15 @@
-"""Admin operations as faults: a policy changed or cleared mid-run through a node's
-management API (``PUT``/``DELETE /api/policies/{vhost}/{name}``).
+"""Admin operations as faults, through a node's management API.
 
-The first time the nemesis touches a policy it records the policy as it was, and
-``heal`` puts it back (or deletes it, if it did not exist), then reads it back to
-confirm. ``node`` in an op's value names the node to ask; without it one is drawn.
+`PolicyNemesis`: a policy changed or cleared mid-run (``PUT``/``DELETE
+/api/policies/{vhost}/{name}``). The first time it touches a policy it records the
+policy as it was, and ``heal`` puts it back (or deletes it, if it did not exist), then
+reads it back to confirm.
+
+`QueueAdminNemesis`: ``sync-queue`` and ``cancel-sync`` of a mirrored queue, and
+``forget-node`` (``forget_cluster_node`` of a stopped node). None of them leaves
+anything to undo: a forgotten node that starts again rejoins with empty mirrors.
+
+``node`` in an op's value names the node to ask; without it one is drawn.
 """
 
 from __future__ import annotations
@@ -94,3 +100,46 @@ class PolicyNemesis:
 
 def _policy_body(policy: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return None if policy is None else {key: policy[key] for key in _FIELDS if key in policy}
+
+
+class QueueAdminNemesis:
+    fs = frozenset({"sync-queue", "cancel-sync", "forget-node", HEAL})
+
+    def __init__(self, endpoints: Mapping[str, Management], rng: random.Random) -> None:
+        self.endpoints = dict(endpoints)
+        self.rng = rng
+
+    def setup(self) -> None:
+        return None
+
+    def invoke(self, op: Op) -> Op:
+        require(op, self.fs)
+        if op.f == HEAL:
+            return op.ok({})
+        if op.f == "forget-node":
+            target = option(op, "target")
+            if target not in self.endpoints:
+                raise InvalidOp(f"forget-node needs a known target node; nodes: "
+                                f"{sorted(self.endpoints)}")
+            askers = sorted(n for n in self.endpoints if n != target)
+        else:
+            askers = sorted(self.endpoints)
+        node = option(op, "node") or self.rng.choice(askers)
+        if node not in askers:
+            raise InvalidOp(f"node {node!r} cannot do {op.f}; choose from {askers}")
+        management = self.endpoints[node]
+        try:
+            if op.f == "forget-node":
+                management.forget_node(node, target)
+                return op.ok({"node": node, "target": target})
+            vhost, name = option(op, "vhost", "/"), option(op, "queue")
+            if not isinstance(name, str) or not name:
+                raise InvalidOp(f"{op.f} needs the queue's name")
+            management.queue_action(vhost, name, "sync" if op.f == "sync-queue"
+                                    else "cancel_sync")
+        except ManagementError as exc:
+            return op.fail(str(exc), {"node": node})
+        return op.ok({"node": node, "vhost": vhost, "queue": name})
+
+    def teardown(self) -> None:
+        return None

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from itertools import permutations
 from pathlib import Path
@@ -11,6 +12,8 @@ import pika
 import pika.exceptions
 import pytest
 
+from faults.management import Management
+from faults.nemesis import Op, QueueAdminNemesis
 from faults.process.local import LocalProcesses
 from harness.ha_cases import (
     NodeAccess,
@@ -18,6 +21,7 @@ from harness.ha_cases import (
     consumer_survives,
     declare_mirrored,
     exactly_replaces_lost_mirror,
+    message_count,
     policy_moves_queue,
     promotion_of_unsynchronised,
     queue_info,
@@ -25,6 +29,8 @@ from harness.ha_cases import (
     repeated_double_kills,
     sync_cancelled,
     sync_then_fail,
+    synchronised_mirrors,
+    unsynchronised_mirrors,
     wait_for,
 )
 from harness.process_node import NodeProcess, free_port
@@ -189,3 +195,36 @@ def test_two_kills_at_a_time_on_five_nodes_lose_no_confirmed_message(tmp_path: P
         for process in processes.values():
             process.stop()
     assert outcome.problems() == []
+
+
+def test_the_sync_nemesis_synchronises_rejoined_mirrors(
+    cluster: tuple[dict[str, NodeAccess], LocalProcesses],
+) -> None:
+    nodes, control = cluster
+    unsynchronised_mirrors(nodes, control, master="n1", queue="ha.nsync", messages=40,
+                           definition={})
+    assert synchronised_mirrors(nodes["n1"], "ha.nsync") == []
+    nemesis = QueueAdminNemesis({n: Management(a.mgmt_url) for n, a in nodes.items()},
+                                random.Random(1))
+    done = nemesis.invoke(Op("sync-queue", {"queue": "ha.nsync", "node": "n2"}))
+    assert done.type == "ok", done.error
+    wait_for(lambda: synchronised_mirrors(nodes["n1"], "ha.nsync") == ["n2", "n3"],
+             "the mirrors to be synchronised")
+
+
+def test_the_forget_nemesis_promotes_past_a_stopped_master_whatever_the_policy(
+    cluster: tuple[dict[str, NodeAccess], LocalProcesses],
+) -> None:
+    nodes, control = cluster
+    unsynchronised_mirrors(nodes, control, master="n1", queue="ha.forget", messages=5,
+                           definition={"ha-promote-on-shutdown": "when-synced"})
+    control.stop("n1", timeout=10.0)
+    assert message_count(nodes["n2"], "ha.forget") is None  # when-synced: unavailable
+    nemesis = QueueAdminNemesis({n: Management(a.mgmt_url) for n, a in nodes.items()},
+                                random.Random(1))
+    refused = nemesis.invoke(Op("forget-node", {"target": "n2", "node": "n3"}))
+    assert refused.type == "fail" and "is running" in (refused.error or "")
+    done = nemesis.invoke(Op("forget-node", {"target": "n1", "node": "n3"}))
+    assert done.type == "ok", done.error
+    wait_for(lambda: message_count(nodes["n2"], "ha.forget") == 0, "a promoted mirror")
+    assert queue_info(nodes["n3"], "ha.forget")["node"] == "n2"
