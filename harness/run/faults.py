@@ -62,7 +62,9 @@ class RecordedNemesis:
             return self._end_some(op)
         kind = self._kind(op)
         fault_id = f"{kind}-{next(self._ids)}"
-        self._write("fault-start", "invoke", kind, fault_id, self._targets(op, op.value))
+        # The invoke line carries what is being applied too (a policy's definition).
+        self._write("fault-start", "invoke", kind, fault_id, self._targets(op, op.value),
+                    **self._detail(op, op))
         done = self.inner.invoke(op)
         targets = self._targets(op, done.value)
         self._write("fault-start", done.type, kind, fault_id, targets, done.error,

@@ -166,16 +166,21 @@ def test_recorded_faults_are_history_the_checker_reads(tmp_path: Path) -> None:
         nemesis.invoke(Op("resume", {"nodes": ["n2"]}))
         assert status.active == {}
         nemesis.invoke(Op("kill", {"nodes": ["n1", "n3"]}))
+        nemesis.invoke(Op("set-policy", {"name": "ha", "pattern": "^q",
+                                         "definition": {"ha-mode": "exactly", "ha-params": 2}}))
         nemesis.invoke(Op("heal"))
         writer.append("harness", "drain", "ok")
     lines = [json.loads(line) for line in path.read_text().splitlines()[1:]]
     starts = [(e["fault_id"], e["targets"]) for e in lines
               if e["op"] == "fault-start" and e["type"] == "ok"]
-    assert starts == [("pause-1", ["n2"]), ("kill-2", ["n1", "n3"])]
+    assert starts == [("pause-1", ["n2"]), ("kill-2", ["n1", "n3"]), ("policy-3", [])]
+    # a policy change names its definition from the invoke on, as the history requires
+    assert [e["definition"] for e in lines if e.get("fault") == "policy"
+            and e["op"] == "fault-start"] == [{"ha-mode": "exactly", "ha-params": 2}] * 2
     ends = [e["fault_id"] for e in lines if e["op"] == "fault-end" and e["type"] == "ok"]
-    assert ends == ["pause-1", "kill-2"]
+    assert ends == ["pause-1", "kill-2", "policy-3"]
     result = check(read_history(path))
-    assert [f["id"] for f in result.data["faults"]] == ["pause-1", "kill-2"]
+    assert [f["id"] for f in result.data["faults"]] == ["pause-1", "kill-2", "policy-3"]
 
 
 def test_a_partition_targets_the_nodes_it_cuts_off() -> None:
