@@ -405,17 +405,22 @@ class SyncOutcome:
 
 
 def sync_then_fail(nodes: Mapping[str, NodeAccess], control: ProcessControl, *, master: str,
-                   automatic: bool, queue: str = "ha.sync", messages: int = 200) -> SyncOutcome:
+                   automatic: bool, turned_automatic: bool = False, queue: str = "ha.sync",
+                   messages: int = 200) -> SyncOutcome:
     """eager-sync and manual sync: rejoined mirrors become synchronised by a sync
-    (``ha-sync-mode: automatic`` or ``sync_queue``), so the master's death loses
-    nothing."""
-    definition: dict[str, object] = {"ha-sync-mode": "automatic" if automatic else "manual",
-                                     "ha-sync-batch-size": 16}
+    (``ha-sync-mode: automatic`` when they join, or when a policy change turns it on;
+    or ``sync_queue``), so the master's death loses nothing."""
+    mode = "automatic" if automatic and not turned_automatic else "manual"
+    definition: dict[str, object] = {"ha-sync-mode": mode, "ha-sync-batch-size": 16}
     bodies = unsynchronised_mirrors(nodes, control, master=master, queue=queue,
                                     messages=messages, definition=definition)
     before = [] if automatic else synchronised_mirrors(nodes[master], queue)
     if not automatic:
         queue_action(nodes[master], queue, "sync")
+    elif turned_automatic:
+        before = synchronised_mirrors(nodes[master], queue)
+        set_policy(nodes[master], {"ha-mode": "all", **definition,
+                                   "ha-sync-mode": "automatic"})
     others = sorted(n for n in nodes if n != master)
     wait_for(lambda: synchronised_mirrors(nodes[master], queue) == others, "the sync")
     after = synchronised_mirrors(nodes[master], queue)

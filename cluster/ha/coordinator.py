@@ -135,6 +135,7 @@ class Coordinator:
             update = Update.from_json(data)
             if self.meta.apply(update):
                 self._apply(update.key, update.value)
+        self._settle_provisional()
 
     def _apply(self, key: Key, value: dict[str, Any] | None) -> None:
         if key[0] == "queue":
@@ -185,19 +186,33 @@ class Coordinator:
             return copy
         return self._start_master(vhost, name, copy)
 
-    def _start_master(self, vhost: str, name: str, copy: Queue) -> ClusterQueue:
+    def _start_master(self, vhost: str, name: str, copy: Queue, *,
+                      provisional: bool = False) -> ClusterQueue:
         record = QueueRecord(vhost, name, copy.durable, copy.auto_delete, copy.arguments,
                              View.first(self.me))
         queue = ClusterQueue(self, record)
         queue.start_master(self.me, copy)
-        self.write_record(record)
-        self.broker.events.emit("queue_master", vhost=vhost, queue=name, member=self.me)
-        self._place_mirrors(queue)
+        self.broker.events.emit("queue_master", vhost=vhost, queue=name, member=self.me,
+                                provisional=provisional)
+        if provisional:
+            self.meta.put_provisional(record.key, record.to_json())
+        else:
+            self.write_record(record)
+            self._place_mirrors(queue)
         return queue
 
     def restored(self, copy: Queue) -> ClusterQueue:
-        """A durable queue recovered from this node's store at start-up."""
-        return self._start_master(copy.vhost, copy.name, copy)
+        """A durable queue recovered from this node's store at start-up. Its record is
+        provisional: the cluster's record, if any peer has one, wins over it."""
+        return self._start_master(copy.vhost, copy.name, copy, provisional=True)
+
+    def _settle_provisional(self) -> None:
+        """A peer's metadata has arrived: queues recovered here that the cluster knows
+        nothing of are ours, and are now announced."""
+        for queue in self._queues():
+            if queue.is_master and self.meta.is_provisional(queue.record.key):
+                self.write_record(queue.record)
+                self._place_mirrors(queue)
 
     def new_copy(self, queue: ClusterQueue) -> Queue:
         host = self.broker.vhosts[queue.vhost]
@@ -290,6 +305,8 @@ class Coordinator:
         one is synchronised."""
         copy = queue.copy
         assert copy is not None
+        if self.meta.is_provisional(queue.record.key):
+            return  # placed once the cluster has said whether the queue is ours
         definition = self._definition(queue)
         record = queue.record
         current = [node_of(m) for m in record.mirrors]
@@ -321,11 +338,12 @@ class Coordinator:
                                         queue=queue.name, member=member, reason="policy")
         if added or unwanted:
             self._install(queue, record.with_view(view))
-        if queue.is_master and added:
-            if definition.get("ha-sync-mode") == "automatic":
-                self.sync(queue)
-            elif not copy.ready_count and not copy.unacked:
-                self._changed.add(queue)
+        if not queue.is_master:
+            return
+        if definition.get("ha-sync-mode") == "automatic":
+            self.sync(queue)  # new mirrors, or a policy that just turned automatic
+        elif added and not copy.ready_count and not copy.unacked:
+            self._changed.add(queue)
 
     def _install(self, queue: ClusterQueue, record: QueueRecord) -> None:
         self.write_record(record)

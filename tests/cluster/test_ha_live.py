@@ -97,7 +97,8 @@ def test_publisher_confirms_survive_the_master_failing(
     assert info["node"] == "n2" and info["slave_nodes"] == ["n3"]
 
 
-@pytest.mark.parametrize(("fault", "cancel"), [("kill", False), ("kill", True), ("stop", False)])
+@pytest.mark.parametrize(("fault", "cancel"), [("kill", False), ("kill", True),
+                                               ("stop", False), ("stop", True)])
 def test_a_consumer_survives_the_master_failing(
     cluster: tuple[dict[str, NodeAccess], LocalProcesses], fault: str, cancel: bool,
 ) -> None:
@@ -141,12 +142,13 @@ def test_promoting_an_unsynchronised_mirror_follows_the_policy(
     assert outcome.problems() == []
 
 
-@pytest.mark.parametrize("automatic", [False, True])
+@pytest.mark.parametrize(("automatic", "turned"), [(False, False), (True, False), (True, True)])
 def test_a_synchronised_mirror_takes_over_with_every_message(
-    cluster: tuple[dict[str, NodeAccess], LocalProcesses], automatic: bool,
+    cluster: tuple[dict[str, NodeAccess], LocalProcesses], automatic: bool, turned: bool,
 ) -> None:
     nodes, control = cluster
-    outcome = sync_then_fail(nodes, control, master="n1", automatic=automatic)
+    outcome = sync_then_fail(nodes, control, master="n1", automatic=automatic,
+                             turned_automatic=turned)
     assert outcome.problems() == []
 
 

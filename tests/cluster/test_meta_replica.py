@@ -73,3 +73,15 @@ def test_deletions_are_kept_as_tombstones_and_survive_json() -> None:
     b.merge(Update.from_json(u.to_json()) for u in a.snapshot())
     assert b.get(("exchange", "/", "x")) is None
     assert Update.from_json(gone.to_json()) == gone
+
+
+def test_a_provisional_write_loses_to_any_other_replicas_write() -> None:
+    restarted, cluster = Replica("n2"), Replica("n1")
+    key = ("queue", "/", "q")
+    restarted.put_provisional(key, {"master": "n2"})
+    assert restarted.is_provisional(key)
+    theirs = cluster.put(key, {"master": "n1"})  # clock 1, the lowest there is
+    assert restarted.apply(theirs)
+    assert restarted.get(key) == {"master": "n1"} and not restarted.is_provisional(key)
+    # and the other way round: the provisional write never replaces a real one
+    assert not cluster.apply(Update(key, {"master": "n2"}, Version(0, "n2")))
