@@ -172,19 +172,45 @@ class Node:
             restored = broker.restore_messages(recovery.queues)
             incarnation = uuid.uuid4().hex[:12]
             coordinator = self._join_cluster(broker, incarnation)
+        except BaseException:
+            store.close()  # releases the store's lock so a later start_app can retry
+            raise
+        # The app runs from here: peers see the new incarnation and send the cluster's
+        # metadata. Clients are let in once it has arrived, so that nothing is accepted
+        # into a queue the cluster has since given to another master.
+        self.store, self.broker = store, broker
+        self.incarnation, self.coordinator = incarnation, coordinator
+        self._ticker = asyncio.create_task(self._tick_forever())
+        self.flush()
+        if coordinator is not None:
+            await self._await_cluster_metadata(coordinator)
+        try:
             self._server = await asyncio.get_running_loop().create_server(
                 lambda: AMQPProtocol(self), self.settings.host, self.settings.amqp_port,
                 reuse_address=True,
             )
         except BaseException:
-            store.close()  # releases the store's lock so a later start_app can retry
+            self._ticker.cancel()
+            self.broker = self.store = self.coordinator = None
+            store.close()
             raise
-        self.store, self.broker = store, broker
-        self.incarnation, self.coordinator = incarnation, coordinator
-        self._ticker = asyncio.create_task(self._tick_forever())
         self.events.emit("app_started", recovered_messages=restored,
                          incarnation=self.incarnation)
         self.flush()
+
+    async def _await_cluster_metadata(self, coordinator: Coordinator) -> None:
+        """Wait for every running peer's metadata, for at most the time it takes to
+        decide a silent peer is down."""
+        settled = asyncio.Event()
+        coordinator.on_settled = settled.set
+        if coordinator.awaiting:
+            cluster = self.settings.cluster
+            assert cluster is not None
+            try:
+                await asyncio.wait_for(settled.wait(), cluster.tick * cluster.count)
+            except TimeoutError:
+                self.events.emit("cluster_wait_timeout", peers=sorted(coordinator.awaiting))
+                coordinator.stop_waiting()
 
     def _join_cluster(self, broker: Broker, incarnation: str) -> Coordinator | None:
         """With peers configured, the broker's queues become cluster queues: the ones
@@ -198,8 +224,8 @@ class Node:
                 if isinstance(queue, Queue) and queue.exclusive_owner is None:
                     vhost.queues[name] = coordinator.restored(queue)
         detector = self.peers.detector
-        for peer in detector.running():
-            coordinator.peer_up(peer, detector.peers[peer].incarnation or "")
+        coordinator.join({peer: detector.peers[peer].incarnation or ""
+                          for peer in detector.running()})
         return coordinator
 
     def _apply_definitions(self, broker: Broker) -> None:

@@ -74,6 +74,10 @@ class Coordinator:
         self.entities_dirty = True
         self.syncs: dict[ClusterQueue, SyncJob] = {}
         self.leaving: set[str] = set()  # peers that said they are stopping gracefully
+        # Running peers whose metadata has not arrived since this app started; until it
+        # has, queues recovered here are provisional.
+        self.awaiting: set[str] = set()
+        self.on_settled: Callable[[], None] | None = None
         broker.cluster = self
 
     # -- the node's members -------------------------------------------------------------
@@ -130,12 +134,30 @@ class Coordinator:
     def write_record(self, record: QueueRecord) -> None:
         self._broadcast_meta([self.meta.put(record.key, record.to_json())])
 
-    def _received_meta(self, payload: bytes) -> None:
+    def _received_meta(self, peer: str, payload: bytes) -> None:
         for data in json.loads(payload):
             update = Update.from_json(data)
             if self.meta.apply(update):
                 self._apply(update.key, update.value)
+        if peer in self.awaiting:
+            self.awaiting.discard(peer)
+            if not self.awaiting:
+                self.stop_waiting()
+
+    def join(self, running: dict[str, str]) -> None:
+        """The app starts while these peers run: exchange metadata with each, and settle
+        the queues recovered here once all of theirs has arrived."""
+        for peer, incarnation in running.items():
+            self.peer_up(peer, incarnation)
+        self.awaiting = set(running)
+        if not self.awaiting:
+            self.stop_waiting()
+
+    def stop_waiting(self) -> None:
+        self.awaiting.clear()
         self._settle_provisional()
+        if self.on_settled is not None:
+            self.on_settled()
 
     def _apply(self, key: Key, value: dict[str, Any] | None) -> None:
         if key[0] == "queue":
@@ -155,6 +177,10 @@ class Coordinator:
 
     def peer_down(self, peer: str) -> None:
         self.running.pop(peer, None)
+        if peer in self.awaiting:
+            self.awaiting.discard(peer)
+            if not self.awaiting:
+                self.stop_waiting()
         for waits in self.waits.values():
             for wait in waits.values():
                 wait.lost(peer)
@@ -662,7 +688,7 @@ class Coordinator:
             self._forget(fields["node"])
             return
         if kind == "meta":
-            self._received_meta(envelope.payload)
+            self._received_meta(peer, envelope.payload)
             return
         if kind == "q.confirm":
             self._heard(fields["s"], fields["i"], fields["n"])
