@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import math
 import platform
@@ -60,6 +61,33 @@ def ratios(first: Mapping[str, float], other: Mapping[str, float]) -> dict[str, 
             continue
         out[name] = None if reference == 0 else round(other[name] / reference, 3)
     return out
+
+
+@dataclass(frozen=True)
+class ConfirmGaps:
+    longest: float  # the longest pause between consecutive confirms, kill or not
+    longest_before_kill: float  # the same, among confirms that came before the kill
+    kill_to_first_confirm: float | None  # None: no confirm came after the kill
+
+
+def confirm_gaps(ack_times: Sequence[float], kill_at: float) -> ConfirmGaps:
+    """Pauses in a run's confirm stream (times in seconds, in arrival order); a kill
+    that falls inside a pause is measured from kill_at to the end of that pause."""
+    if not ack_times:
+        raise ValueError("no confirms at all")
+    times = list(ack_times)
+    if any(b < a for a, b in itertools.pairwise(times)):
+        raise ValueError("confirm times are not in arrival order")
+    longest = longest_before = 0.0
+    first_after: float | None = None
+    for previous, current in itertools.pairwise(times):
+        longest = max(longest, current - previous)
+        if current <= kill_at:
+            longest_before = max(longest_before, current - previous)
+    after = [t for t in times if t > kill_at]
+    if after:
+        first_after = after[0] - kill_at
+    return ConfirmGaps(longest, longest_before, first_after)
 
 
 # --------------------------------------------------------------------------- targets and errors
@@ -121,6 +149,7 @@ def parse_amqp_url(url: str) -> AmqpUrl:
 _FRAME_HEADER = struct.Struct(">BHI")
 _METHOD_ID = struct.Struct(">HH")
 _CONFIRM = struct.Struct(">QB")
+_NUMBER = struct.Struct(">Q")
 _FRAME_END = 0xCE
 _BASIC_ACK = (60, 80)
 _BASIC_NACK = (60, 120)
@@ -138,12 +167,18 @@ class _ConfirmRun:
         self.confirmed = 0
         self.nacked = 0
         self.finished: asyncio.Future[None] = loop.create_future()
-        self._settled = bytearray(count)
+        # When each batch of acks arrived (one entry per settle call that acked any).
+        self.ack_times: list[float] = []
+        self._settled = bytearray(count)  # 0 unsettled, 1 acked, 2 nacked
         self._lowest = 0  # index of the lowest unsettled tag
 
     @property
     def outstanding(self) -> int:
         return self.published - self.confirmed - self.nacked
+
+    def acked_indices(self) -> list[int]:
+        """Offsets (tag - first_tag) of the acked messages."""
+        return [i for i, state in enumerate(self._settled) if state == 1]
 
     def mark_sent(self, k: int, now: float) -> None:
         self.sent_at[self.published : self.published + k] = [now] * k
@@ -155,15 +190,19 @@ class _ConfirmRun:
             return  # a tag from before this run (e.g. warm-up) or a broker bug
         start = self._lowest if multiple else index
         settled, sent_at, latencies = self._settled, self.sent_at, self.latencies
+        acked_before = self.confirmed
         for i in range(start, index + 1):
             if settled[i]:
                 continue
-            settled[i] = 1
             if ack:
+                settled[i] = 1
                 self.confirmed += 1
                 latencies.append(now - sent_at[i])
             else:
+                settled[i] = 2
                 self.nacked += 1
+        if self.confirmed > acked_before:
+            self.ack_times.append(now)
         while self._lowest < self.published and settled[self._lowest]:
             self._lowest += 1
         if self.confirmed + self.nacked == self.count and not self.finished.done():
@@ -187,6 +226,12 @@ class LeanConnection(asyncio.Protocol):
         self._next_tag = 1
         self._run: _ConfirmRun | None = None
         self._on_confirm: Callable[[], None] | None = None
+        # Consuming (only to drain a queue): the first 8 body bytes of each delivery.
+        self.delivered: list[bytes] = []
+        self.last_delivery_at = 0.0
+        self._body: bytearray | None = None
+        self._body_size = 0
+        self._delivery_tag = 0
 
     # -- opening and closing
 
@@ -331,6 +376,56 @@ class LeanConnection(asyncio.Protocol):
         ]
         return b"".join(parts)
 
+    def numbered_publish_frames(
+        self, queue: str, size: int, persistent: bool
+    ) -> tuple[bytes, bytes]:
+        """Frames of one publish whose body starts with an 8-byte number, split around
+        that number: publish_numbered() puts each message's delivery tag there, so
+        a drained queue says which confirmed messages it still holds."""
+        size = max(size, _NUMBER.size)
+        if size > self.frame_max - 8:
+            raise ValueError(f"a numbered body of {size} bytes needs more than one frame")
+        frames = self.publish_frames(queue, b"\0" * _NUMBER.size + b"x" * (size - 8), persistent)
+        at = len(frames) - size - 1  # the body is the last frame's payload, then frame-end
+        return frames[:at], frames[at + _NUMBER.size :]
+
+    def publish_numbered(self, frames: tuple[bytes, bytes], k: int) -> None:
+        run = self._run
+        assert run is not None
+        k = min(k, run.count - run.published)
+        if k <= 0:
+            return
+        head, tail = frames
+        first, pack = self._next_tag, _NUMBER.pack
+        self._write_raw(b"".join(head + pack(first + j) + tail for j in range(k)))
+        run.mark_sent(k, time.perf_counter())
+        self._next_tag += k
+
+    async def drain(self, queue: str, idle: float) -> tuple[int, list[int]]:
+        """Consume `queue`, acking every delivery, until nothing arrives for `idle`
+        seconds (after at least the queue's message count arrived, or for 3 * idle
+        otherwise); returns that count and the numbers of every delivered message.
+        Acks rather than no-ack: a broker may hold back a no-ack consumer's credit
+        until something else happens on the queue."""
+        ok = await self.call(
+            commands.Queue.Declare(queue=queue, passive=True), commands.Queue.DeclareOk
+        )
+        count = int(ok.message_count)
+        self.delivered = []
+        self.last_delivery_at = time.perf_counter()
+        await self.call(commands.Basic.Qos(prefetch_count=1000), commands.Basic.QosOk)
+        await self.call(
+            commands.Basic.Consume(queue=queue, consumer_tag="drain"), commands.Basic.ConsumeOk
+        )
+        while True:
+            await asyncio.sleep(idle / 10)
+            self._check()
+            quiet = time.perf_counter() - self.last_delivery_at
+            if quiet >= (idle if len(self.delivered) >= count else 3 * idle):
+                break
+        await self.call(commands.Basic.Cancel(consumer_tag="drain"), commands.Basic.CancelOk)
+        return count, [_NUMBER.unpack_from(b)[0] for b in self.delivered if len(b) >= 8]
+
     def begin_run(self, count: int, on_confirm: Callable[[], None] | None) -> _ConfirmRun:
         self._check()
         self._run = _ConfirmRun(self._next_tag, count, self._loop)
@@ -433,11 +528,28 @@ class LeanConnection(asyncio.Protocol):
                     f"broker closed the channel: {value.reply_code} {value.reply_text}"
                 )
             )
+        elif isinstance(value, commands.Basic.Deliver):
+            self._body = bytearray()
+            self._delivery_tag = value.delivery_tag or 0
+        elif isinstance(value, header.ContentHeader) and self._body is not None:
+            self._body_size = value.body_size
+            self._delivery_part(b"")
+        elif isinstance(value, ContentBody) and self._body is not None:
+            self._delivery_part(value.value)
         elif self._waiter is not None and isinstance(value, self._waiter[0]):
             _, future = self._waiter
             self._waiter = None
             if not future.done():
                 future.set_result(value)
+
+    def _delivery_part(self, data: bytes) -> None:
+        assert self._body is not None
+        self._body += data
+        if len(self._body) >= self._body_size:
+            self.delivered.append(bytes(self._body[: _NUMBER.size]))
+            self.last_delivery_at = time.perf_counter()
+            self._body = None
+            self._send(commands.Basic.Ack(self._delivery_tag))
 
     def _fail(self, error: BrokerError) -> None:
         if self._error is None:
@@ -467,6 +579,8 @@ class Workload:
     warmup: int = 1000
     repeat: int = 3
     timeout: float = 30.0
+    failover_before: float = 3.0  # seconds of steady publishing before the kill
+    failover_after: float = 5.0  # and after it
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -479,6 +593,8 @@ class Workload:
             "warmup": self.warmup,
             "repeat": self.repeat,
             "timeout": self.timeout,
+            "failover_before_s": self.failover_before,
+            "failover_after_s": self.failover_after,
             "durable_queue": True,
             "consumers": 0,
         }
@@ -493,6 +609,10 @@ class Figure:
 @dataclass
 class TargetResult:
     url: AmqpUrl
+    # The queue is declared (so its master placed) and deleted through master_url when
+    # set, and published to through url; kill_command SIGKILLs master_url's node.
+    master_url: AmqpUrl | None = None
+    kill_command: str | None = None
     server: dict[str, str] = field(default_factory=dict)
     figures: dict[str, float] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
@@ -517,18 +637,53 @@ class Stage(Protocol):
         ...
 
 
+async def _declare_through_master(target: TargetResult, ctx: BenchContext) -> None:
+    """Declare and purge the queue through the master's URL, then wait until the
+    publishing node knows it (cluster metadata may reach it a moment later, and a
+    publish to an unknown queue is confirmed and dropped)."""
+    assert target.master_url is not None
+    w = ctx.workload
+    master = await LeanConnection.open(target.master_url, w.timeout)
+    try:
+        await master.call(
+            commands.Queue.Declare(queue=w.queue, durable=True), commands.Queue.DeclareOk
+        )
+        await master.call(commands.Queue.Purge(queue=w.queue), commands.Queue.PurgeOk)
+    finally:
+        await master.close()
+    deadline = time.monotonic() + w.timeout
+    while True:
+        probe = await LeanConnection.open(target.url, w.timeout)
+        try:
+            await probe.call(
+                commands.Queue.Declare(queue=w.queue, passive=True), commands.Queue.DeclareOk
+            )
+            return
+        except BrokerError:
+            if time.monotonic() > deadline:
+                raise
+        finally:
+            await probe.close()
+        await asyncio.sleep(0.05)
+
+
 @contextlib.asynccontextmanager
 async def _fresh_queue(
     target: TargetResult, ctx: BenchContext, delivery: Delivery
 ) -> AsyncIterator[tuple[LeanConnection, bytes]]:
     """A connection and an empty durable queue, deleted afterwards."""
+    queue = ctx.workload.queue
+    if target.master_url is not None:
+        await _declare_through_master(target, ctx)
     conn = await LeanConnection.open(target.url, ctx.workload.timeout)
     try:
         target.server = _server_info(conn.server_properties)
-        queue = ctx.workload.queue
-        # Declare-then-purge also empties a queue an interrupted run left behind.
-        await conn.call(commands.Queue.Declare(queue=queue, durable=True), commands.Queue.DeclareOk)
-        await conn.call(commands.Queue.Purge(queue=queue), commands.Queue.PurgeOk)
+        if target.master_url is None:
+            # Declare-then-purge also empties a queue an interrupted run left behind.
+            await conn.call(
+                commands.Queue.Declare(queue=queue, durable=True), commands.Queue.DeclareOk
+            )
+            await conn.call(commands.Queue.Purge(queue=queue), commands.Queue.PurgeOk)
         frames = conn.publish_frames(queue, b"x" * ctx.workload.size, delivery == "persistent")
         yield conn, frames
         await conn.call(commands.Queue.Delete(queue=queue), commands.Queue.DeleteOk)
@@ -654,8 +809,136 @@ class LatencyStage:
         return details
 
 
+class FailoverStage:
+    """SIGKILL the queue's master while publishing with confirms at a steady rate
+    through a node that stays up; the pause in confirms, and whether every confirmed
+    message is still in the queue afterwards (drained and counted).
+
+    Needs a master URL and a kill command per target; it kills a node, so it runs
+    last and each target must be a different cluster. One delivery mode: the first
+    of the workload's. Rate: --rate, else half the target's own throughput.
+    """
+
+    name = "failover"
+
+    def figures(self, workload: Workload) -> dict[str, Figure]:
+        return {
+            "failover_gap_ms": Figure("ms", "lower"),
+            "failover_kill_to_confirm_ms": Figure("ms", "lower"),
+            "failover_confirmed_lost": Figure("messages", "lower"),
+        }
+
+    def rate(self, target: TargetResult, ctx: BenchContext, delivery: Delivery) -> float:
+        if ctx.workload.rate is not None:
+            return ctx.workload.rate
+        measured = target.figures.get(f"throughput_{delivery}")
+        if measured is None:
+            raise BrokerError(target.url.display, "failover needs --rate or a throughput stage")
+        return measured / 2
+
+    async def measure(self, target: TargetResult, ctx: BenchContext) -> dict[str, Any]:
+        w = ctx.workload
+        if target.master_url is None or target.kill_command is None:
+            raise BrokerError(target.url.display, "failover needs a master URL and a kill command")
+        delivery = w.deliveries[0]
+        rate = self.rate(target, ctx, delivery)
+        count = max(1, round(rate * (w.failover_before + w.failover_after)))
+        await _declare_through_master(target, ctx)
+        conn = await LeanConnection.open(target.url, w.timeout)
+        try:
+            target.server = _server_info(conn.server_properties)
+            frames = conn.numbered_publish_frames(w.queue, w.size, delivery == "persistent")
+            run = conn.begin_run(count, None)
+            kill: dict[str, Any] = {}
+            start = time.perf_counter()
+            killer: asyncio.Task[None] | None = None
+            try:
+                while run.published < count:
+                    now = time.perf_counter()
+                    if killer is None and now - start >= w.failover_before:
+                        ctx.log(f"{target.url.display}: failover: running {target.kill_command!r}")
+                        killer = asyncio.create_task(_run_kill(target.kill_command, kill))
+                    due = min(count, int((now - start) * rate) + 1)
+                    conn.publish_numbered(frames, due - run.published)
+                    next_at = start + run.published / rate
+                    await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
+                assert killer is not None
+                await killer
+                try:
+                    await conn.wait_run(w.timeout)
+                except BrokerError:
+                    if run.confirmed + run.nacked < run.count:
+                        raise
+                    # Only nacks: counted below, not fatal here.
+            finally:
+                conn.end_run()
+            if kill["returncode"] != 0:
+                raise BrokerError(
+                    target.url.display,
+                    f"kill command exited {kill['returncode']}: {kill['output']!r}",
+                )
+            acked = {run.first_tag + i for i in run.acked_indices()}
+            queue_count, numbers = await conn.drain(w.queue, idle=1.0)
+            await conn.call(commands.Queue.Delete(queue=w.queue), commands.Queue.DeleteOk)
+        finally:
+            await conn.close()
+        gaps = confirm_gaps(run.ack_times, kill["done_at"])
+        present = set(numbers)
+        lost = acked - present
+        gap_ms = round(gaps.longest * 1000, 1)
+        first_ms = (
+            None
+            if gaps.kill_to_first_confirm is None
+            else round(gaps.kill_to_first_confirm * 1000, 1)
+        )
+        target.figures["failover_gap_ms"] = gap_ms
+        if first_ms is not None:
+            target.figures["failover_kill_to_confirm_ms"] = first_ms
+        target.figures["failover_confirmed_lost"] = len(lost)
+        ctx.log(
+            f"{target.url.display}: failover {delivery} at {rate:.0f} msg/s: longest confirm "
+            f"gap {gap_ms} ms, kill to first confirm {first_ms} ms, "
+            f"{len(lost)} of {len(acked)} confirmed messages lost"
+        )
+        return {
+            "delivery": delivery,
+            "rate_msgs_per_s": round(rate, 1),
+            "master_url": target.master_url.display,
+            "kill_command": target.kill_command,
+            "kill_command_ms": round((kill["done_at"] - kill["started_at"]) * 1000, 1),
+            "kill_at_s": round(kill["done_at"] - start, 3),
+            "longest_gap_before_kill_ms": round(gaps.longest_before_kill * 1000, 1),
+            "published": run.published,
+            "confirmed": run.confirmed,
+            "nacked": run.nacked,
+            "queue_count_after": queue_count,
+            "drained": len(numbers),
+            "drained_distinct": len(present),
+            "drained_unconfirmed": len(present - acked),
+            "lost_examples": sorted(lost)[:10],
+        }
+
+
+async def _run_kill(command: str, into: dict[str, Any]) -> None:
+    """Run the kill command through the shell; its end is when the kill happened."""
+    into["started_at"] = time.perf_counter()
+    process = await asyncio.create_subprocess_shell(
+        command,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await process.communicate()
+    into["done_at"] = time.perf_counter()
+    into["returncode"] = process.returncode
+    into["output"] = output.decode(errors="replace")[-500:]
+
+
 # Stages run in this order; a stage may use the figures of the ones before it.
-STAGES: dict[str, Stage] = {stage.name: stage for stage in (ThroughputStage(), LatencyStage())}
+STAGES: dict[str, Stage] = {
+    stage.name: stage for stage in (ThroughputStage(), LatencyStage(), FailoverStage())
+}
+DEFAULT_STAGES = ("throughput", "latency")
 
 
 def _server_info(properties: Mapping[str, Any]) -> dict[str, str]:
@@ -676,11 +959,21 @@ def _client_info() -> dict[str, str]:
 async def run_bench(
     urls: Sequence[AmqpUrl],
     workload: Workload,
-    stages: Sequence[Stage] = tuple(STAGES.values()),
+    stages: Sequence[Stage] = (STAGES["throughput"], STAGES["latency"]),
     log: Callable[[str], None] = lambda line: None,
+    masters: Sequence[AmqpUrl | None] = (),
+    kill_commands: Sequence[str | None] = (),
 ) -> dict[str, Any]:
-    """Measure every URL with every stage; the report that `bench` prints as JSON."""
-    results = [TargetResult(url) for url in urls]
+    """Measure every URL with every stage; the report that `bench` prints as JSON.
+    masters and kill_commands, when given, pair with urls by position."""
+    results = [
+        TargetResult(
+            url,
+            master_url=masters[i] if i < len(masters) else None,
+            kill_command=kill_commands[i] if i < len(kill_commands) else None,
+        )
+        for i, url in enumerate(urls)
+    ]
     ctx = BenchContext(workload, results, log)
     for stage in stages:
         for target in results:
@@ -692,6 +985,7 @@ async def run_bench(
     for i, target in enumerate(results):
         entry: dict[str, Any] = {
             "url": target.url.display,
+            "master_url": None if target.master_url is None else target.master_url.display,
             "server": target.server,
             "figures": target.figures,
             "details": target.details,
@@ -702,19 +996,31 @@ async def run_bench(
     return {
         "client": _client_info(),
         "workload": workload.as_json(),
+        "stages": [stage.name for stage in stages],
         "figures": {name: {"unit": f.unit, "better": f.better} for name, f in figures.items()},
         "results": report_results,
     }
 
 
-def run(urls: Sequence[AmqpUrl], workload: Workload, json_out: str | None) -> int:
+def run(
+    urls: Sequence[AmqpUrl],
+    workload: Workload,
+    json_out: str | None,
+    stages: Sequence[str] = DEFAULT_STAGES,
+    masters: Sequence[AmqpUrl | None] = (),
+    kill_commands: Sequence[str | None] = (),
+) -> int:
     """Entry point of `mirrorchaos bench`: JSON on stdout, progress and errors on stderr."""
 
     def log(line: str) -> None:
         print(f"bench: {line}", file=sys.stderr, flush=True)
 
+    # Registry order, whatever order they were asked for in.
+    chosen = [stage for name, stage in STAGES.items() if name in stages]
     try:
-        report = asyncio.run(run_bench(urls, workload, log=log))
+        report = asyncio.run(
+            run_bench(urls, workload, chosen, log, masters=masters, kill_commands=kill_commands)
+        )
     except BrokerError as err:
         print(f"mirrorchaos bench: {err}", file=sys.stderr)
         return 1

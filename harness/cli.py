@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from faults.toxiproxy import serve as serve_toxiproxy
 from harness import bench, demo
@@ -13,6 +14,7 @@ from harness.run import add_run, add_scenarios
 from reports.command import add_report_parser
 
 Handler = Callable[[argparse.Namespace], int]
+_T = TypeVar("_T")
 
 
 def _positive_int(text: str) -> int:
@@ -130,8 +132,52 @@ def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="connect timeout and longest wait for a "
         "confirm before giving up (default %(default)s)",
     )
+    p.add_argument(
+        "--stage",
+        dest="stages",
+        action="append",
+        choices=tuple(bench.STAGES),
+        metavar="STAGE",
+        help="what to measure (repeatable; run in the order "
+        f"{', '.join(bench.STAGES)}; default {' and '.join(bench.DEFAULT_STAGES)}). "
+        "failover SIGKILLs the master with --kill-command while publishing at --rate "
+        "(else half the throughput) through --amqp-url, which must not be the master",
+    )
+    p.add_argument(
+        "--master-url",
+        dest="masters",
+        action="append",
+        type=_amqp_url,
+        default=[],
+        metavar="URL",
+        help="declare the queue through this node, so it holds the master, and publish "
+        "through --amqp-url; once for every URL, or once per --amqp-url in the same order",
+    )
+    p.add_argument(
+        "--kill-command",
+        dest="kill_commands",
+        action="append",
+        default=[],
+        metavar="CMD",
+        help="shell command that SIGKILLs the master's node, e.g. 'kill -9 PID' (for "
+        "--stage failover; once, or once per --amqp-url in the same order)",
+    )
+    p.add_argument(
+        "--failover-before",
+        type=_positive_float,
+        default=defaults.failover_before,
+        metavar="SECONDS",
+        help="steady publishing before the kill (default %(default)s)",
+    )
+    p.add_argument(
+        "--failover-after",
+        type=_positive_float,
+        default=defaults.failover_after,
+        metavar="SECONDS",
+        help="steady publishing after the kill (default %(default)s)",
+    )
     p.add_argument("--json-out", metavar="FILE", help="also write the JSON report to FILE")
-    p.set_defaults(handler=_run_bench)
+    p.set_defaults(handler=_run_bench, parser=p)
 
 
 def _run_bench(args: argparse.Namespace) -> int:
@@ -148,8 +194,40 @@ def _run_bench(args: argparse.Namespace) -> int:
         warmup=args.warmup,
         repeat=args.repeat,
         timeout=args.timeout,
+        failover_before=args.failover_before,
+        failover_after=args.failover_after,
     )
-    return bench.run(args.urls, workload, args.json_out)
+    stages = tuple(args.stages or bench.DEFAULT_STAGES)
+    parser: argparse.ArgumentParser = args.parser
+    masters = _per_url(parser, "--master-url", args.masters, len(args.urls))
+    kills = _per_url(parser, "--kill-command", args.kill_commands, len(args.urls))
+    if "latency" in stages and "throughput" not in stages and args.rate is None:
+        parser.error("--stage latency without --stage throughput needs --rate")
+    if "failover" in stages:
+        for url, master, kill in zip(args.urls, masters, kills, strict=True):
+            if master is None or kill is None:
+                parser.error("--stage failover needs --master-url and --kill-command")
+            if master == url:
+                parser.error(
+                    f"--stage failover publishes through {url.display}, the master that "
+                    "is killed: give a URL of another node of the cluster"
+                )
+        if args.rate is None and "throughput" not in stages:
+            parser.error("--stage failover without --stage throughput needs --rate")
+    return bench.run(args.urls, workload, args.json_out, stages, masters, kills)
+
+
+def _per_url(
+    parser: argparse.ArgumentParser, option: str, values: list[_T], urls: int
+) -> list[_T | None]:
+    """Values that pair with the --amqp-url list: none, one for all, or one each."""
+    if not values:
+        return [None] * urls
+    if len(values) == 1:
+        return [values[0]] * urls
+    if len(values) != urls:
+        parser.error(f"{option} must be given once or once per --amqp-url ({urls})")
+    return list(values)
 
 
 def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

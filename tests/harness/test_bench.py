@@ -158,3 +158,79 @@ def test_unreachable_url_is_a_clear_error(capsys: pytest.CaptureFixture[str]) ->
     assert out == ""
     assert f"amqp://u:***@127.0.0.1:{port}/: cannot connect" in err
     assert "Traceback" not in err
+
+
+def test_confirm_gaps_find_the_failover_pause_and_the_first_confirm_after_the_kill() -> None:
+    times = [0.0, 0.01, 0.02, 0.03, 0.25, 0.26, 0.27]
+    gaps = bench.confirm_gaps(times, kill_at=0.05)
+    assert gaps.longest == pytest.approx(0.22)
+    assert gaps.longest_before_kill == pytest.approx(0.01)
+    assert gaps.kill_to_first_confirm == pytest.approx(0.20)
+
+
+def test_confirm_gaps_with_no_confirm_after_the_kill_and_bad_input() -> None:
+    gaps = bench.confirm_gaps([0.0, 0.5, 0.6], kill_at=1.0)
+    assert (gaps.longest, gaps.kill_to_first_confirm) == (0.5, None)
+    assert gaps.longest_before_kill == 0.5
+    with pytest.raises(ValueError):
+        bench.confirm_gaps([], kill_at=0.0)
+    with pytest.raises(ValueError):
+        bench.confirm_gaps([0.2, 0.1], kill_at=0.0)
+
+
+async def test_confirm_run_knows_which_tags_were_acked_and_when() -> None:
+    run = bench._ConfirmRun(first_tag=1, count=4, loop=asyncio.get_running_loop())
+    run.mark_sent(4, now=0.0)
+    run.settle(2, multiple=True, ack=True, now=1.0)
+    run.settle(3, multiple=False, ack=False, now=2.0)
+    run.settle(4, multiple=False, ack=True, now=3.0)
+    assert run.acked_indices() == [0, 1, 3]
+    assert run.ack_times == [1.0, 3.0]  # the nack is no confirm
+
+
+async def test_numbered_publishes_carry_their_delivery_tag_in_the_body() -> None:
+    conn = bench.LeanConnection(bench.parse_amqp_url("amqp://127.0.0.1:1"))
+    sent: list[bytes] = []
+    conn._transport = type("T", (), {"write": lambda self, data: sent.append(data)})()
+    frames = conn.numbered_publish_frames("q", 20, persistent=True)
+    conn.begin_run(2, None)
+    conn.publish_numbered(frames, 2)
+    data = sent[0]
+    assert len(data) == 2 * len(conn.publish_frames("q", b"x" * 20, True))
+    one = len(data) // 2
+    for i, message in enumerate((data[:one], data[one:])):
+        body = message[-21:-1]  # the body frame's payload, before the frame-end octet
+        assert body == (i + 1).to_bytes(8, "big") + b"x" * 12
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--stage", "failover", "--rate", "10"], "needs --master-url and --kill-command"),
+        (
+            [
+                "--stage",
+                "failover",
+                "--rate",
+                "10",
+                "--master-url",
+                "amqp://h",
+                "--kill-command",
+                "k",
+            ],
+            "the master that is killed",
+        ),
+        (
+            ["--master-url", "amqp://a", "--master-url", "amqp://b", "--master-url", "amqp://c"],
+            "once per --amqp-url",
+        ),
+        (["--stage", "latency"], "needs --rate"),
+    ],
+)
+def test_bench_failover_argument_errors(
+    extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["bench", "--amqp-url", "amqp://h", "--amqp-url", "amqp://h:2", *extra])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
