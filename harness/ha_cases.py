@@ -138,6 +138,35 @@ class ConfirmsOutcome:
         return out
 
 
+class ConfirmingPublisher:
+    """Publishes persistent messages one at a time with confirms, keeping what was
+    published, what was confirmed and the longest wait between two confirms."""
+
+    def __init__(self, url: str, queue: str) -> None:
+        self.queue = queue
+        self.connection = pika.BlockingConnection(pika.URLParameters(url))
+        self.channel = self.connection.channel()
+        self.channel.confirm_delivery()
+        self.published: list[bytes] = []
+        self.confirmed: list[bytes] = []
+        self.longest_gap = 0.0
+        self._last = time.monotonic()
+
+    def publish(self, body: bytes) -> None:
+        self.published.append(body)
+        try:
+            self.channel.basic_publish("", self.queue, body,
+                                       pika.BasicProperties(delivery_mode=2))
+        except pika.exceptions.NackError:
+            return
+        self.confirmed.append(body)
+        now = time.monotonic()
+        self.longest_gap, self._last = max(self.longest_gap, now - self._last), now
+
+    def close(self) -> None:
+        self.connection.close()
+
+
 def _consume(url: str, queue: str, into: Deliveries, until: threading.Event,
              arguments: dict[str, object] | None = None, prefetch: int = 20) -> None:
     connection = pika.BlockingConnection(pika.URLParameters(url))
@@ -186,34 +215,22 @@ def confirms_survive(nodes: Mapping[str, NodeAccess], control: ProcessControl, *
     consumer_thread = threading.Thread(
         target=_consume, args=(nodes[consumer].amqp_url, queue, deliveries, done))
     consumer_thread.start()
-    published, confirmed = [], []
-    longest = 0.0
+    publishing = ConfirmingPublisher(nodes[publisher].amqp_url, queue)
     try:
-        connection = pika.BlockingConnection(pika.URLParameters(nodes[publisher].amqp_url))
-        channel = connection.channel()
-        channel.confirm_delivery()
-        last = time.monotonic()
         for i in range(messages):
             if i == fault_at:
                 _fail(control, master, fault)
-            body = f"m{i}".encode()
-            published.append(body)
-            try:
-                channel.basic_publish("", queue, body, pika.BasicProperties(delivery_mode=2))
-            except pika.exceptions.NackError:
-                continue
-            confirmed.append(body)
-            now = time.monotonic()
-            longest, last = max(longest, now - last), now
-        connection.close()
-        wait_for(lambda: len({b for b, _ in deliveries.seen}) >= len(confirmed),
+            publishing.publish(f"m{i}".encode())
+        publishing.close()
+        wait_for(lambda: len({b for b, _ in deliveries.seen}) >= len(publishing.confirmed),
                  "the consumer to see every confirmed message", timeout=20)
     except TimeoutError:
         pass  # the outcome reports what is missing
     finally:
         done.set()
         consumer_thread.join()
-    return ConfirmsOutcome(published, confirmed, deliveries, longest)
+    return ConfirmsOutcome(publishing.published, publishing.confirmed, deliveries,
+                           publishing.longest_gap)
 
 
 @dataclass
@@ -575,11 +592,7 @@ def repeated_double_kills(nodes: Mapping[str, NodeAccess], control: ProcessContr
     confirmed message must be drained at the end."""
     names = sorted(nodes)
     declare_mirrored(nodes, names[0], queue)
-    connection = pika.BlockingConnection(pika.URLParameters(nodes[publisher].amqp_url))
-    channel = connection.channel()
-    channel.confirm_delivery()
-    published, confirmed = [], []
-    longest, last = 0.0, time.monotonic()
+    publishing = ConfirmingPublisher(nodes[publisher].amqp_url, queue)
     for round_ in range(rounds):
         master = str(queue_info(nodes[publisher], queue)["node"])
         victims = [master, next(n for n in names if n not in (master, publisher))]
@@ -587,18 +600,11 @@ def repeated_double_kills(nodes: Mapping[str, NodeAccess], control: ProcessContr
             if i == per_round // 3:
                 for victim in victims:
                     control.kill(victim)
-            body = f"r{round_}-{i}".encode()
-            published.append(body)
-            try:
-                channel.basic_publish("", queue, body, pika.BasicProperties(delivery_mode=2))
-            except pika.exceptions.NackError:
-                continue
-            confirmed.append(body)
-            now = time.monotonic()
-            longest, last = max(longest, now - last), now
+            publishing.publish(f"r{round_}-{i}".encode())
         for victim in victims:
             control.start(victim)
-    connection.close()
+    publishing.close()
     drained = Deliveries()
     _drain_into(nodes[publisher].amqp_url, queue, drained, idle=0.5)
-    return ConfirmsOutcome(published, confirmed, drained, longest)
+    return ConfirmsOutcome(publishing.published, publishing.confirmed, drained,
+                           publishing.longest_gap)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Iterator
 from itertools import permutations
@@ -38,21 +39,28 @@ from harness.process_node import NodeProcess, free_port
 NAMES = ["n1", "n2", "n3"]
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[dict[str, NodeAccess], LocalProcesses]]:
+@contextlib.contextmanager
+def running_cluster(tmp_path: Path, names: list[str],
+                    ) -> Iterator[tuple[dict[str, NodeAccess], LocalProcesses]]:
+    """Node processes linked to one another directly, with a fast failure detector."""
     nodes = {name: NodeProcess(name, tmp_path / name, cluster_port=free_port(), tick=0.25)
-             for name in NAMES}
-    for src, dst in permutations(NAMES, 2):
+             for name in names}
+    for src, dst in permutations(names, 2):
         nodes[src].peers[dst] = f"127.0.0.1:{nodes[dst].cluster_port}"
-    control = LocalProcesses(nodes)
     try:
         for node in nodes.values():
             node.start()
-        access = {n: NodeAccess(p.amqp_url, p.mgmt_url) for n, p in nodes.items()}
-        yield access, control
+        yield {n: NodeAccess(p.amqp_url, p.mgmt_url) for n, p in nodes.items()}, \
+            LocalProcesses(nodes)
     finally:
         for node in nodes.values():
             node.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[dict[str, NodeAccess], LocalProcesses]]:
+    with running_cluster(tmp_path, NAMES) as running:
+        yield running
 
 
 def test_a_queue_declared_on_one_node_is_mirrored_and_usable_from_every_node(
@@ -182,20 +190,8 @@ def test_exactly_mode_replaces_a_lost_mirror_on_a_spare_node(
 
 
 def test_two_kills_at_a_time_on_five_nodes_lose_no_confirmed_message(tmp_path: Path) -> None:
-    names = [f"n{i}" for i in range(1, 6)]
-    processes = {name: NodeProcess(name, tmp_path / name, cluster_port=free_port(), tick=0.25)
-                 for name in names}
-    for src, dst in permutations(names, 2):
-        processes[src].peers[dst] = f"127.0.0.1:{processes[dst].cluster_port}"
-    control = LocalProcesses(processes)
-    try:
-        for process in processes.values():
-            process.start()
-        nodes = {n: NodeAccess(p.amqp_url, p.mgmt_url) for n, p in processes.items()}
+    with running_cluster(tmp_path, [f"n{i}" for i in range(1, 6)]) as (nodes, control):
         outcome = repeated_double_kills(nodes, control, publisher="n5")
-    finally:
-        for process in processes.values():
-            process.stop()
     assert outcome.problems() == []
 
 
