@@ -20,7 +20,7 @@ from cluster.core.message import Message
 from cluster.core.queue import Entry, Queue
 from cluster.gm import GMMessage, View
 from cluster.ha import entities
-from cluster.ha.confirms import ConfirmWait
+from cluster.ha.confirms import ConfirmWait, ReplicaRef
 from cluster.ha.queue import ClusterQueue, ConsumerProxy, consumer_key
 from cluster.ha.record import (
     Member,
@@ -62,15 +62,15 @@ class Coordinator:
         self.meta = Replica(node)
         self.outbox: list[tuple[str, Envelope]] = []
         self.waits: dict[str, dict[int, ConfirmWait]] = defaultdict(dict)
-        self._durable_confirms: list[tuple[int, str, int]] = []
+        self._durable_confirms: list[tuple[int, str, int, str]] = []
         self._consumers: dict[str, tuple[ClusterQueue, ChannelConsumer]] = {}
         self._calls: dict[int, tuple[str, Reply]] = {}
         self._next_call = 1
         self._changed: set[ClusterQueue] = set()
         # GM messages for a replica of ours whose record has not reached us yet (it
         # travels on another link than the catch-up does): replayed once it starts.
-        self._early_gm: dict[tuple[str, str], list[tuple[dict[str, Any], GMMessage]]] = (
-            defaultdict(list))
+        self._early_gm: dict[tuple[str, str, str],
+                             list[tuple[dict[str, Any], GMMessage]]] = defaultdict(list)
         self.entities_dirty = True
         self.syncs: dict[ClusterQueue, SyncJob] = {}
         self.leaving: set[str] = set()  # peers that said they are stopping gracefully
@@ -215,7 +215,7 @@ class Coordinator:
     def _start_master(self, vhost: str, name: str, copy: Queue, *,
                       provisional: bool = False) -> ClusterQueue:
         record = QueueRecord(vhost, name, copy.durable, copy.auto_delete, copy.arguments,
-                             View.first(self.me))
+                             View.first(self.me), uid=self.broker.generated_name(""))
         queue = ClusterQueue(self, record)
         queue.start_master(self.me, copy)
         self.broker.events.emit("queue_master", vhost=vhost, queue=name, member=self.me,
@@ -272,8 +272,11 @@ class Coordinator:
             queue.start_mirror(self.me)
             self.broker.events.emit("mirror_added", vhost=vhost_name, queue=name,
                                     member=self.me)
-            for fields, message in self._early_gm.pop((vhost_name, name), []):
-                self._received_gm(queue, fields, message)
+            early = [k for k in self._early_gm if k[:2] == (vhost_name, name)]
+            for held in early:  # only this declaration's; any older one's are stale
+                for fields, message in self._early_gm.pop(held):
+                    if held[2] == record.uid:
+                        self._received_gm(queue, fields, message)
 
     def _reclaim(self, host: VirtualHost, queue: ClusterQueue | None,
                  record: QueueRecord) -> None:
@@ -286,7 +289,7 @@ class Coordinator:
                          log=host.log)
         reclaimed = QueueRecord(record.vhost, record.name, record.durable,
                                 record.auto_delete, record.arguments,
-                                View(record.view.version + 1, (self.me,)))
+                                View(record.view.version + 1, (self.me,)), uid=record.uid)
         fresh = ClusterQueue(self, reclaimed)
         fresh.start_master(self.me, copy)
         host.add_queue(fresh)
@@ -296,6 +299,11 @@ class Coordinator:
         self._place_mirrors(fresh)
 
     def queue_deleted(self, queue: ClusterQueue) -> None:
+        uid = queue.record.uid
+        for sender, waits in self.waits.items():
+            for pubid, wait in list(waits.items()):
+                wait.deleted(uid)
+                self._maybe_done(sender, pubid, wait)
         key = queue_key(queue.vhost, queue.name)
         if self.meta.get(key) is not None:
             self._broadcast_meta([self.meta.delete(key)])
@@ -518,35 +526,40 @@ class Coordinator:
     def send_publish(self, node: str, queue: ClusterQueue, message: Message, sender: str,
                      pubid: int, want: bool) -> None:
         self.send(node, Envelope("q.pub", {"q": [queue.vhost, queue.name], "s": sender,
-                                           "i": pubid, "c": want}, message.encode()))
+                                           "i": pubid, "c": want, "u": queue.record.uid},
+                                 message.encode()))
 
-    def confirm_when_durable(self, lsn: int, sender: str, pubid: int) -> None:
+    def confirm_when_durable(self, lsn: int, sender: str, pubid: int, uid: str) -> None:
         if lsn <= self.broker.durable_lsn:
-            self._confirm(sender, pubid)
+            self._confirm(sender, pubid, uid)
         else:
-            self._durable_confirms.append((lsn, sender, pubid))
+            self._durable_confirms.append((lsn, sender, pubid, uid))
 
     def on_durable(self, lsn: int) -> None:
         ready = [c for c in self._durable_confirms if c[0] <= lsn]
         if ready:
             self._durable_confirms = [c for c in self._durable_confirms if c[0] > lsn]
-            for _, sender, pubid in ready:
-                self._confirm(sender, pubid)
+            for _, sender, pubid, uid in ready:
+                self._confirm(sender, pubid, uid)
 
-    def _confirm(self, sender: str, pubid: int) -> None:
+    def _confirm(self, sender: str, pubid: int, uid: str) -> None:
         node = sender.partition("|")[0]
         if node == self.node:
-            self._heard(sender, pubid, self.node)
+            self._heard(sender, pubid, (uid, self.node))
         else:
-            self.send(node, Envelope("q.confirm", {"s": sender, "i": pubid, "n": self.node}))
+            self.send(node, Envelope("q.confirm", {"s": sender, "i": pubid, "n": self.node,
+                                                   "u": uid}))
 
-    def _heard(self, sender: str, pubid: int, node: str) -> None:
+    def _heard(self, sender: str, pubid: int, replica: ReplicaRef) -> None:
         wait = self.waits.get(sender, {}).get(pubid)
         if wait is not None:
-            wait.heard(node)
-            if wait.done:
-                del self.waits[sender][pubid]
-                self.broker.confirm_waits_changed(sender)
+            wait.heard(replica)
+            self._maybe_done(sender, pubid, wait)
+
+    def _maybe_done(self, sender: str, pubid: int, wait: ConfirmWait) -> None:
+        if wait.done:
+            del self.waits[sender][pubid]
+            self.broker.confirm_waits_changed(sender)
 
     # -- consumers, credit, deliveries --------------------------------------------------
 
@@ -603,6 +616,7 @@ class Coordinator:
         consumer = found[1]
         queue.delivered(consumer)
         consumer.channel.deliver(consumer, queue, entry, redelivered)
+        queue.grant(consumer)
 
     def consumer_gone(self, proxy: ConsumerProxy, queue: ClusterQueue) -> None:
         if proxy.node == self.node:
@@ -691,7 +705,7 @@ class Coordinator:
             self._received_meta(peer, envelope.payload)
             return
         if kind == "q.confirm":
-            self._heard(fields["s"], fields["i"], fields["n"])
+            self._heard(fields["s"], fields["i"], (fields["u"], fields["n"]))
             return
         if kind == "q.reply":
             call = self._calls.pop(fields["id"], None)
@@ -705,8 +719,9 @@ class Coordinator:
         if kind == "q.call":
             self._answer(peer, fields)
             return
-        if kind == "gm" and fields["to"] == self.me and (queue is None or queue.me is None):
-            self._early_gm[(fields["q"][0], fields["q"][1])].append(
+        if kind == "gm" and fields["to"] == self.me and (
+                queue is None or queue.me is None or queue.record.uid != fields["u"]):
+            self._early_gm[(fields["q"][0], fields["q"][1], fields["u"])].append(
                 (fields, decode_gm(envelope.payload)))
             return
         if queue is None:
@@ -714,6 +729,12 @@ class Coordinator:
         if kind == "gm":
             self._received_gm(queue, fields, decode_gm(envelope.payload))
         elif kind == "q.pub":
+            if queue.is_master and fields["u"] != queue.record.uid:
+                # Routed to a declaration of this name that has been deleted: gone
+                # with it, as a publish to a deleted queue is, and confirmed.
+                if fields["c"]:
+                    self._confirm(fields["s"], fields["i"], fields["u"])
+                return
             queue.received_publish(Message.decode(envelope.payload), fields["s"],
                                    fields["i"], fields["c"])
         elif kind == "q.sync":
@@ -746,15 +767,15 @@ class Coordinator:
     def _received_gm(self, queue: ClusterQueue, fields: dict[str, Any],
                      message: GMMessage) -> None:
         member = queue.member
-        if member is None or queue.me != fields["to"]:
-            return  # meant for an earlier incarnation of this node's replica
+        if member is None or queue.me != fields["to"] or queue.record.uid != fields["u"]:
+            return  # meant for an earlier incarnation of this replica, or of the queue
         member.receive(fields["fr"], message)
         queue.flush_gm()
 
     def send_gm(self, queue: ClusterQueue, target: Member, message: GMMessage) -> None:
         self.send(node_of(target), Envelope("gm", {
-            "q": [queue.vhost, queue.name], "to": target, "fr": queue.me},
-            encode_gm(message)))
+            "q": [queue.vhost, queue.name], "u": queue.record.uid, "to": target,
+            "fr": queue.me}, encode_gm(message)))
 
     # -- shutdown -----------------------------------------------------------------------
 

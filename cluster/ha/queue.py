@@ -182,7 +182,7 @@ class ClusterQueue:
             else:
                 self.coordinator.send_publish(node, self, message, sender, pubid, want)
             if wait is not None:
-                wait.outstanding.add(node)
+                wait.outstanding.add((self.record.uid, node))
         return lsn
 
     def order(self, message: Message, sender: str, pubid: int, want: bool) -> int:
@@ -206,7 +206,7 @@ class ClusterQueue:
         if self.is_master:
             lsn = self.order(message, sender, pubid, want)
             if want:
-                self.coordinator.confirm_when_durable(lsn, sender, pubid)
+                self.coordinator.confirm_when_durable(lsn, sender, pubid, self.record.uid)
             assert self.copy is not None
             self.copy.dispatch()
         elif self.copy is not None:
@@ -259,7 +259,7 @@ class ClusterQueue:
             for key in [k for k in self.pending if k[0] == sender and k[1] <= pubid]:
                 del self.pending[key]
             if want:
-                self.coordinator.confirm_when_durable(lsn, sender, pubid)
+                self.coordinator.confirm_when_durable(lsn, sender, pubid, self.record.uid)
         elif kind == "take":
             copy.take_seq(op[1], op[2], op[3])
         elif kind == "settle":
@@ -309,7 +309,7 @@ class ClusterQueue:
                                                        key=lambda kv: kv[0][1]):
             lsn = self.order(message, sender, pubid, want)
             if want:
-                self.coordinator.confirm_when_durable(lsn, sender, pubid)
+                self.coordinator.confirm_when_durable(lsn, sender, pubid, self.record.uid)
         self.pending.clear()
         # The old master's last orders and deliveries may not have reached us through GM:
         # a publish we only held may have been delivered already, and so may the head.
@@ -335,17 +335,22 @@ class ClusterQueue:
 
     def dispatch(self) -> None:
         for consumer in self.consumers:
-            self._grant(consumer)
+            self.grant(consumer)
         if self.is_master:
             assert self.copy is not None
             self.copy.dispatch()
 
-    def _grant(self, consumer: ChannelConsumer) -> None:
+    def grant(self, consumer: ChannelConsumer) -> None:
+        """Credit for ``consumer`` up to what it may hold; called as it acks and after
+        each delivery (a no-ack consumer never acks)."""
         if not consumer.channel.can_deliver():
             return
-        window = consumer.prefetch - consumer.unacked if consumer.prefetch else CREDIT_WINDOW
+        if consumer.prefetch:
+            window, least = consumer.prefetch - consumer.unacked, 1
+        else:  # no limit: top up in halves of the window, not a message at a time
+            window, least = CREDIT_WINDOW, CREDIT_WINDOW // 2
         more = window - self.granted.get(consumer, 0)
-        if more > 0:
+        if more >= least:
             self.granted[consumer] = self.granted.get(consumer, 0) + more
             self.coordinator.credit(self, consumer, more)
 
@@ -362,6 +367,7 @@ class ClusterQueue:
             self.coordinator.cancel(self, consumer)
 
     def delivered(self, consumer: ChannelConsumer) -> None:
+        """A delivery arrived for ``consumer``: one credit used."""
         self.granted[consumer] = self.granted.get(consumer, 1) - 1
 
     def take_next(self, no_ack: bool, owner: str = "") -> tuple[Entry, bool] | None:

@@ -33,6 +33,9 @@ class QueueRecord:
     arguments: dict[str, Any]
     view: View
     synced: tuple[Member, ...] = field(default=())
+    # Which declaration of the name this is: a queue deleted and declared again is a new
+    # GM group, and messages for the old one must not reach the new one.
+    uid: str = ""
 
     @property
     def key(self) -> Key:
@@ -61,7 +64,7 @@ class QueueRecord:
     def to_json(self) -> dict[str, Any]:
         return {
             "durable": self.durable, "auto_delete": self.auto_delete,
-            "arguments": self.arguments, "synced": list(self.synced),
+            "arguments": self.arguments, "synced": list(self.synced), "uid": self.uid,
             "view": {"version": self.view.version, "members": list(self.view.members),
                      "aliases": [list(a) for a in self.view.aliases]},
         }
@@ -72,7 +75,7 @@ class QueueRecord:
         return cls(key[1], key[2], value["durable"], value["auto_delete"], value["arguments"],
                    View(view["version"], tuple(view["members"]),
                         tuple((dead, heir) for dead, heir in view["aliases"])),
-                   tuple(value["synced"]))
+                   tuple(value["synced"]), value["uid"])
 
 
 def wanted_mirror_nodes(definition: dict[str, Any] | None, master: str,

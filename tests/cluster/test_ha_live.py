@@ -25,6 +25,7 @@ from harness.ha_cases import (
     message_count,
     policy_moves_queue,
     promotion_of_unsynchronised,
+    publish,
     queue_info,
     rejoined_until_drained,
     repeated_double_kills,
@@ -226,3 +227,21 @@ def test_the_forget_nemesis_promotes_past_a_stopped_master_whatever_the_policy(
     assert done.type == "ok", done.error
     wait_for(lambda: message_count(nodes["n2"], "ha.forget") == 0, "a promoted mirror")
     assert queue_info(nodes["n3"], "ha.forget")["node"] == "n2"
+
+
+def test_a_no_ack_consumer_on_another_node_gets_every_message(
+    cluster: tuple[dict[str, NodeAccess], LocalProcesses],
+) -> None:
+    """Credit for a consumer that never acks is topped up as deliveries arrive (it
+    stopped at the first window once)."""
+    nodes, _ = cluster
+    declare_mirrored(nodes, "n1", "ha.noack")
+    publish(nodes["n1"], "ha.noack", [b"m%d" % i for i in range(700)])
+    connection = pika.BlockingConnection(pika.URLParameters(nodes["n3"].amqp_url))
+    got: list[bytes] = []
+    connection.channel().basic_consume("ha.noack", lambda ch, m, p, body: got.append(body),
+                                       auto_ack=True)
+    wait_for(lambda: connection.process_data_events(0.05) or len(got) >= 700,
+             "700 no-ack deliveries")
+    connection.close()
+    assert got == [b"m%d" % i for i in range(700)]

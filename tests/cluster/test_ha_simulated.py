@@ -147,3 +147,30 @@ def test_unacknowledged_messages_come_back_redelivered_after_promotion(
     again = consumer.deliveries()
     assert all(method.redelivered for method, _ in again)
     assert {body for _, body in again} == {body for _, body in delivered[kill_after:]}
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), steps=st.integers(0, 40))
+def test_a_queue_declared_again_is_a_new_group_whatever_was_in_flight(
+    seed: int, steps: int,
+) -> None:
+    """GM messages of a deleted queue still travelling must not reach the group of the
+    same name declared again (the same members, but a new declaration)."""
+    sim = mirrored_queue(seed)
+    publisher = sim.client("n2")
+    admin = sim.client("n1")
+    publisher.send(1, commands.Confirm.Select())
+    for i in range(10):
+        publisher.publish(1, f"old{i}".encode(), "ha.q", persistent=True)
+    for _ in range(steps):
+        sim.step()
+    admin.send(1, commands.Queue.Delete(queue="ha.q"))
+    admin.send(1, commands.Queue.Declare(queue="ha.q", durable=True))
+    sim.pump()
+    publisher.methods()
+    for i in range(20):
+        publisher.publish(1, f"new{i}".encode(), "ha.q", persistent=True)
+    sim.pump()
+    assert len(confirmed_tags(publisher)) == 20
+    bodies = [body for body, _ in drain(sim, "n3")]
+    assert bodies == [f"new{i}".encode() for i in range(20)]  # nothing of the old queue
