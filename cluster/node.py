@@ -388,8 +388,11 @@ class Node:
             return
         coordinator = self.coordinator
         if coordinator is not None and self.peers is not None:
+            by_peer: dict[str, list[Envelope]] = {}
             for peer, envelope in coordinator.take_outbox():
-                self.peers.send(peer, envelope)
+                by_peer.setdefault(peer, []).append(envelope)
+            for peer, envelopes in by_peer.items():
+                self.peers.send_all(peer, envelopes)
             if coordinator.syncs and not self._sync_scheduled:
                 # A sync goes a batch per turn of the loop, so that cancel_sync_queue
                 # and everything else get in between.

@@ -127,10 +127,15 @@ class PeerNetwork:
 
     def send(self, peer: str, envelope: Envelope) -> bool:
         """Queue an envelope on the link to ``peer``; False when there is no link."""
+        return self.send_all(peer, [envelope])
+
+    def send_all(self, peer: str, envelopes: list[Envelope]) -> bool:
+        """Queue envelopes on the link to ``peer`` in one write (one system call for
+        a whole batch of cluster traffic); False when there is no link."""
         transport = self._outbound.get(peer)
         if transport is None or transport.is_closing():
             return False
-        transport.write(encode(envelope))
+        transport.write(b"".join([encode(envelope) for envelope in envelopes]))
         if transport.get_write_buffer_size() > MAX_BUFFERED:
             transport.abort()
             return False
