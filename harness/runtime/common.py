@@ -3,10 +3,12 @@ collected node files, waiting for the nodes to see each other, the context manag
 
 from __future__ import annotations
 
+import abc
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from faults.client import ToxiproxyClient, split_address
 from faults.management import Management, ManagementError
@@ -15,14 +17,31 @@ from faults.topology import Topology, client_link_name
 from .base import ClusterSpec, ClusterStartError
 
 
-class ClusterBase:
-    """Subclasses provide the node files (`_node_log`, `_events_path`) and `stop`."""
+class ClusterBase(abc.ABC):
+    """Subclasses provide the node addresses, the node files and `stop`."""
 
-    def __init__(self, spec: ClusterSpec, toxiproxy: ToxiproxyClient,
-                 topology: Topology) -> None:
+    def __init__(self, spec: ClusterSpec, toxiproxy: ToxiproxyClient, topology: Topology,
+                 base_dir: Path, own_base: bool) -> None:
         self.spec = spec
         self.toxiproxy = toxiproxy
         self.topology = topology
+        self.base_dir = base_dir
+        self.own_base = own_base  # made by the runtime, so removed with the cluster
+
+    @abc.abstractmethod
+    def amqp_address(self, node: str) -> tuple[str, int]: ...
+
+    @abc.abstractmethod
+    def mgmt_url(self, node: str) -> str: ...
+
+    @abc.abstractmethod
+    def _node_log(self, node: str) -> str: ...
+
+    @abc.abstractmethod
+    def _events_path(self, node: str) -> Path: ...
+
+    @abc.abstractmethod
+    def stop(self) -> None: ...
 
     @property
     def nodes(self) -> list[str]:
@@ -37,12 +56,6 @@ class ClusterBase:
             link = self.topology.add_client(client_id, node)
         return split_address(link.address)
 
-    def _node_log(self, node: str) -> str:
-        raise NotImplementedError
-
-    def _events_path(self, node: str) -> Path:
-        raise NotImplementedError
-
     def collect(self, dest_dir: Path) -> None:
         target = dest_dir / "nodes"
         target.mkdir(parents=True, exist_ok=True)
@@ -53,8 +66,16 @@ class ClusterBase:
             data = events.read_bytes() if events.exists() else b""
             (target / f"{node}.events.jsonl").write_bytes(data)
 
-    def stop(self) -> None:
-        raise NotImplementedError
+    def record(self) -> dict[str, Any]:
+        """The cluster as JSON: what `mirrorchaos cluster status` shows and, with each
+        runtime's additions, what its ``stop_recorded`` needs to remove it."""
+        nodes = {}
+        for node in self.nodes:
+            host, port = self.amqp_address(node)
+            nodes[node] = {"amqp": f"{host}:{port}", "mgmt": self.mgmt_url(node)}
+        return {"run_id": self.spec.run_id, "base_dir": str(self.base_dir),
+                "own_base": self.own_base, "nodes": nodes, "toxiproxy_url": self.toxiproxy.url,
+                "proxies": [link.name for link in self.topology.links]}
 
     def __enter__(self) -> ClusterBase:
         return self

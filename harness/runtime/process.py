@@ -79,10 +79,8 @@ class ProcessCluster(ClusterBase):
     def __init__(self, spec: ClusterSpec, base_dir: Path, own_base: bool,
                  handle: ToxiproxyHandle, topology: Topology,
                  processes: dict[str, NodeProcess]) -> None:
-        super().__init__(spec, handle.client(), topology)
-        self.base_dir = base_dir
+        super().__init__(spec, handle.client(), topology, base_dir, own_base)
         self.processes = processes
-        self._own_base = own_base
         self._handle = handle
         self._control = LocalProcesses(processes, spec.start_timeout)
         self._stopped = False
@@ -111,14 +109,7 @@ class ProcessCluster(ClusterBase):
                      if process.process is not None and process.running}
         if self._handle.process is not None:
             processes["toxiproxy"] = _identity(self._handle.process.pid)
-        return {
-            "runtime": "process",
-            "base_dir": str(self.base_dir),
-            "own_base": self._own_base,
-            "processes": processes,
-            "toxiproxy_url": self._handle.url,
-            "proxies": [link.name for link in self.topology.links],
-        }
+        return {**super().record(), "runtime": "process", "processes": processes}
 
     def stop(self) -> None:
         if self._stopped:
@@ -135,7 +126,7 @@ class ProcessCluster(ClusterBase):
         with contextlib.suppress(ToxiproxyError, ExceptionGroup):
             self.topology.teardown()  # a server we started goes anyway
         self._handle.stop()
-        if self._own_base:
+        if self.own_base:
             shutil.rmtree(self.base_dir, ignore_errors=True)
 
 

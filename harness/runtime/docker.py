@@ -1,0 +1,229 @@
+"""`DockerRuntime`: one container per node plus one for toxiproxy, on a private bridge
+network per run (SPEC §4.1).
+
+* The image is `harness.image.node_image` (built offline, cached by content hash);
+  toxiproxy is the project's own server run from the same image.
+* Nodes dial each other through toxiproxy's proxies at the toxiproxy container's
+  address; toxiproxy dials nodes by container name (the network's DNS answers at dial
+  time, so a node restarted at a new address is still found).
+* The harness reaches each node's AMQP and management ports as published on
+  127.0.0.1 at ports chosen at start: published ports stay the same when a node's
+  container is restarted, while its address on the bridge may change. Toxiproxy's API
+  and proxies are reached at the toxiproxy container's bridge address (Linux routes
+  the host to its bridges): client proxies are made during a run at ports known only
+  then, which cannot be published after the container exists, and the toxiproxy
+  container is never restarted, so its address holds.
+* Each node's data directory is bind-mounted from ``base_dir/<node>``, so a restarted
+  node keeps its data and the files outlive the container; the node runs as the
+  harness's own user so those files stay the harness's to read and delete.
+* Everything carries the run's labels (`reaper.labels`); `stop` removes it all, an
+  exception or Ctrl-C during start does too, and a run whose harness died is removed
+  by the reaper the next runtime runs first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from docker.client import DockerClient
+from docker.models.containers import Container
+
+from faults.client import ToxiproxyClient, ToxiproxyError
+from faults.process import ProcessControlError
+from faults.process.docker import ContainerNode, DockerProcesses
+from faults.topology import NodeAddress, Topology
+from harness import image
+from harness.process_node import free_port
+
+from . import reaper
+from .base import ClusterSpec, ClusterStartError
+from .common import ClusterBase, wait_formed
+
+AMQP_PORT, MGMT_PORT, CLUSTER_PORT, TOXIPROXY_PORT = 5672, 15672, 25672, 8474
+HOST = "127.0.0.1"  # where node ports are published
+
+# Python 3.11.2 (Debian bookworm's, in the image) re-arms a socket's reader after
+# connection_made even when the protocol paused reading there; later 3.11 releases (the
+# host's 3.11.7) keep the pause. Our toxiproxy pauses a client socket that way until its
+# upstream is connected, so on 3.11.2 it read and dropped the first bytes (a node's
+# hello) while the upstream's name resolved, and nodes never linked. This starts the
+# server with the later behaviour until faults/toxiproxy holds early bytes itself.
+TOXIPROXY_LAUNCHER = """
+import sys
+from asyncio import selector_events
+from harness.cli import main
+add_reader = selector_events._SelectorTransport._add_reader
+def keep_pause(self, fd, callback, *args):
+    if self.is_reading():
+        add_reader(self, fd, callback, *args)
+selector_events._SelectorTransport._add_reader = keep_pause
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def container_name(run_id: str, node: str) -> str:
+    return f"mirrorchaos-{run_id}-{node}"
+
+
+def network_name(run_id: str) -> str:
+    return f"mirrorchaos-{run_id}"
+
+
+class DockerCluster(ClusterBase):
+    def __init__(self, spec: ClusterSpec, client: DockerClient, base_dir: Path, own_base: bool,
+                 toxiproxy: ToxiproxyClient, topology: Topology,
+                 control: DockerProcesses) -> None:
+        super().__init__(spec, toxiproxy, topology, base_dir, own_base)
+        self.client = client
+        self._control = control
+        self._stopped = False
+
+    def amqp_address(self, node: str) -> tuple[str, int]:
+        return self._control.node(node).amqp
+
+    def mgmt_url(self, node: str) -> str:
+        return str(self._control.node(node).mgmt_url)
+
+    def process_control(self) -> DockerProcesses:
+        return self._control
+
+    def _node_log(self, node: str) -> str:
+        try:
+            return bytes(self._control.container(node).logs()).decode("utf-8", "replace")
+        except ProcessControlError:
+            return ""
+
+    def _events_path(self, node: str) -> Path:
+        return self.base_dir / node / "events.jsonl"
+
+    def record(self) -> dict[str, Any]:
+        return {**super().record(), "runtime": "docker"}
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        reaper.remove_run(self.client, self.spec.run_id)  # the proxies go with toxiproxy's
+        if self.own_base:
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+
+
+class DockerRuntime:
+    """``image`` names a node image to use as it is (default: `image.node_image`, built
+    or found by content hash, from ``base`` when given). ``detached`` clusters have no
+    owner for the reaper to check (`mirrorchaos cluster up`)."""
+
+    name = "docker"
+
+    def __init__(self, client: DockerClient | None = None, *, image: str | None = None,
+                 base: str | None = None, detached: bool = False) -> None:
+        self.client = client
+        self.image = image
+        self.base = base
+        self.detached = detached
+
+    def start(self, spec: ClusterSpec) -> DockerCluster:
+        try:
+            client = self.client or image.connect()
+            reaper.reap(client)
+            tag = self.image or image.node_image(client, self.base).tag
+        except image.ImageBuildError as exc:
+            raise ClusterStartError(f"run {spec.run_id}: {exc}") from exc
+        own_base = spec.base_dir is None
+        base_dir = Path(tempfile.mkdtemp(prefix=f"mirrorchaos-{spec.run_id}-")) \
+            if spec.base_dir is None else spec.base_dir.resolve()
+        try:
+            return self._start(spec, client, tag, base_dir, own_base)
+        except BaseException:
+            reaper.remove_run(client, spec.run_id)
+            if own_base:
+                shutil.rmtree(base_dir, ignore_errors=True)
+            raise
+
+    def _start(self, spec: ClusterSpec, client: DockerClient, tag: str, base_dir: Path,
+               own_base: bool) -> DockerCluster:
+        labels = reaper.labels(spec.run_id, detached=self.detached)
+        network = network_name(spec.run_id)
+        client.networks.create(network, driver="bridge", labels=labels)
+        common = {"detach": True, "network": network, "labels": labels}
+        proxy_host = _bridge_address(client.containers.run(
+            tag, ["python", "-c", TOXIPROXY_LAUNCHER, "toxiproxy", "serve", "--host", "0.0.0.0",
+                  "--port", str(TOXIPROXY_PORT), "--seed", str(spec.seed)],
+            name=container_name(spec.run_id, "toxiproxy"), **common), network)
+        toxiproxy = ToxiproxyClient(f"http://{proxy_host}:{TOXIPROXY_PORT}")
+        _wait_toxiproxy(client, spec, toxiproxy)
+        addresses = [NodeAddress(node, container_name(spec.run_id, node), CLUSTER_PORT,
+                                 AMQP_PORT) for node in spec.nodes]
+        topology = Topology.create(toxiproxy, addresses, listen_host=proxy_host)
+        nodes = {}
+        for node in spec.nodes:
+            amqp, mgmt = free_port(HOST), free_port(HOST)
+            data_dir = base_dir / node
+            data_dir.mkdir(parents=True, exist_ok=True)
+            peers = [arg for peer, address in sorted(topology.peers(node).items())
+                     for arg in ("--peer", f"{peer}={address}")]
+            client.containers.run(
+                tag, ["python", "-m", "cluster.node", "--name", node, "--host", "0.0.0.0",
+                      "--amqp-port", str(AMQP_PORT), "--mgmt-port", str(MGMT_PORT),
+                      "--data-dir", "/data", "--cluster-port", str(CLUSTER_PORT),
+                      "--tick", str(spec.tick), "--tick-count", str(spec.tick_count),
+                      *peers, *spec.node_args],
+                name=container_name(spec.run_id, node), hostname=node,
+                user=f"{os.getuid()}:{os.getgid()}",
+                volumes={str(data_dir): {"bind": "/data", "mode": "rw"}},
+                ports={f"{AMQP_PORT}/tcp": (HOST, amqp), f"{MGMT_PORT}/tcp": (HOST, mgmt)},
+                **common)
+            nodes[node] = ContainerNode(container_name(spec.run_id, node), (HOST, amqp),
+                                        f"http://{HOST}:{mgmt}")
+        control = DockerProcesses(client, nodes, spec.start_timeout)
+        cluster = DockerCluster(spec, client, base_dir, own_base, toxiproxy, topology, control)
+        try:
+            for node in spec.nodes:
+                control.wait_ready(node, spec.start_timeout)
+        except ProcessControlError as exc:
+            raise ClusterStartError(str(exc)) from exc
+        wait_formed({node: cluster.mgmt_url(node) for node in spec.nodes},
+                    spec.start_timeout, control.log_tail)
+        return cluster
+
+
+def _bridge_address(container: Container, network: str) -> str:
+    container.reload()
+    address = container.attrs["NetworkSettings"]["Networks"][network]["IPAddress"]
+    if not address:
+        raise ClusterStartError(f"container {container.name} has no address on {network} "
+                                f"(status {container.status})")
+    return str(address)
+
+
+def _wait_toxiproxy(client: DockerClient, spec: ClusterSpec, toxiproxy: ToxiproxyClient) -> None:
+    name = container_name(spec.run_id, "toxiproxy")
+    deadline = time.monotonic() + spec.start_timeout
+    while True:
+        with contextlib.suppress(ToxiproxyError):
+            toxiproxy.version()
+            return
+        container = client.containers.get(name)
+        if container.status == "exited" or time.monotonic() >= deadline:
+            raise ClusterStartError(
+                f"toxiproxy (container {name}, {toxiproxy.url}) did not answer "
+                f"(status {container.status}); log tail:\n"
+                f"{bytes(container.logs(tail=40)).decode('utf-8', 'replace')}")
+        time.sleep(0.1)
+
+
+def stop_recorded(record: dict[str, Any]) -> None:
+    """Remove a cluster `DockerCluster.record` described, from any process."""
+    try:
+        client = image.connect()
+    except image.ImageBuildError as exc:
+        raise RuntimeError(f"cannot remove run {record['run_id']}: {exc}") from exc
+    reaper.remove_run(client, record["run_id"])
+    if record.get("own_base"):
+        shutil.rmtree(record["base_dir"], ignore_errors=True)

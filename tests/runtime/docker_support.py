@@ -1,0 +1,32 @@
+"""A Docker engine for the tests, when one answers, and the node image built once."""
+
+from __future__ import annotations
+
+import docker
+import docker.errors
+from docker.client import DockerClient
+
+from harness import image
+
+
+def engine() -> DockerClient | None:
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException:
+        return None
+    return client
+
+
+ENGINE = engine()
+
+
+def run_objects(client: DockerClient, run_id: str) -> list[str]:
+    """Names of every container and network labelled with this run."""
+    selector = {"label": f"mirrorchaos.run={run_id}"}
+    return [*(c.name for c in client.containers.list(all=True, filters=selector)),
+            *(n.name for n in client.networks.list(filters=selector))]
+
+
+def node_image_tag(client: DockerClient) -> str:
+    return image.node_image(client).tag
