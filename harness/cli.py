@@ -11,6 +11,7 @@ from faults.toxiproxy import serve as serve_toxiproxy
 from harness import bench, demo
 from harness.checker import check_command
 from harness.run import add_run, add_scenarios
+from harness.runtime.command import add_cluster_command
 from reports.command import add_report_parser
 
 Handler = Callable[[argparse.Namespace], int]
@@ -328,6 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_check(sub)
     add_report_parser(sub)
     _add_toxiproxy(sub)
+    add_cluster_command(sub)
     add_run(sub)
     add_scenarios(sub)
     return parser

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import docker
 import docker.errors
 from docker.client import DockerClient
@@ -28,5 +30,7 @@ def run_objects(client: DockerClient, run_id: str) -> list[str]:
             *(n.name for n in client.networks.list(filters=selector))]
 
 
+@functools.cache
 def node_image_tag(client: DockerClient) -> str:
+    """Once per test session: finding the cached image still builds the wheels."""
     return image.node_image(client).tag
