@@ -2,5 +2,17 @@
 containers, behind the `Runtime` / `Cluster` protocols of `harness.runtime.base`."""
 
 from .base import Cluster, ClusterSpec, ClusterStartError, Runtime, new_run_id
+from .docker import DockerCluster, DockerRuntime
+from .process import ProcessCluster, ProcessRuntime
 
-__all__ = ["Cluster", "ClusterSpec", "ClusterStartError", "Runtime", "new_run_id"]
+__all__ = [
+    "Cluster",
+    "ClusterSpec",
+    "ClusterStartError",
+    "DockerCluster",
+    "DockerRuntime",
+    "ProcessCluster",
+    "ProcessRuntime",
+    "Runtime",
+    "new_run_id",
+]
