@@ -31,6 +31,11 @@ class _Endpoint(asyncio.Protocol):
         self.reads_into: ToxicLink | None = None
         self.writes_from: ToxicLink | None = None
         self.lost = False
+        # What arrived before the links existed. Reading is paused until then, but some
+        # Python versions (3.11.2) read a socket once even when paused in
+        # connection_made; those bytes must not be lost.
+        self._early: list[bytes] = []
+        self._early_eof = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -38,13 +43,25 @@ class _Endpoint(asyncio.Protocol):
         transport.pause_reading()  # until both sockets and both links exist
         self._connection.endpoint_made(self)
 
+    def read_into(self, link: ToxicLink) -> None:
+        self.reads_into = link
+        for data in self._early:
+            link.feed(data)
+        self._early.clear()
+        if self._early_eof:
+            link.feed_eof()
+
     def data_received(self, data: bytes) -> None:
         if self.reads_into is not None:
             self.reads_into.feed(data)
+        else:
+            self._early.append(data)
 
     def eof_received(self) -> bool:
         if self.reads_into is not None:
             self.reads_into.feed_eof()
+        else:
+            self._early_eof = True
         return True  # keep the socket open: the other direction may still be sending
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -120,8 +137,9 @@ class Connection:
             return
         up = self._toxics.open_link(self, Direction.UPSTREAM, source=client, dest=server)
         down = self._toxics.open_link(self, Direction.DOWNSTREAM, source=server, dest=client)
-        self.client.reads_into = self._server.writes_from = up
-        self._server.reads_into = self.client.writes_from = down
+        self._server.writes_from, self.client.writes_from = up, down
+        self.client.read_into(up)
+        self._server.read_into(down)
         self._links = [up, down]
 
     def arm_reset(self) -> None:

@@ -48,24 +48,6 @@ from .common import ClusterBase, wait_formed
 AMQP_PORT, MGMT_PORT, CLUSTER_PORT, TOXIPROXY_PORT = 5672, 15672, 25672, 8474
 HOST = "127.0.0.1"  # where node ports are published
 
-# Python 3.11.2 (Debian bookworm's, in the image) re-arms a socket's reader after
-# connection_made even when the protocol paused reading there; later 3.11 releases (the
-# host's 3.11.7) keep the pause. Our toxiproxy pauses a client socket that way until its
-# upstream is connected, so on 3.11.2 it read and dropped the first bytes (a node's
-# hello) while the upstream's name resolved, and nodes never linked. This starts the
-# server with the later behaviour until faults/toxiproxy holds early bytes itself.
-TOXIPROXY_LAUNCHER = """
-import sys
-from asyncio import selector_events
-from harness.cli import main
-add_reader = selector_events._SelectorTransport._add_reader
-def keep_pause(self, fd, callback, *args):
-    if self.is_reading():
-        add_reader(self, fd, callback, *args)
-selector_events._SelectorTransport._add_reader = keep_pause
-sys.exit(main(sys.argv[1:]))
-"""
-
 
 def container_name(run_id: str, node: str) -> str:
     return f"mirrorchaos-{run_id}-{node}"
@@ -153,7 +135,7 @@ class DockerRuntime:
         client.networks.create(network, driver="bridge", labels=labels)
         common = {"detach": True, "network": network, "labels": labels}
         proxy_host = _bridge_address(client.containers.run(
-            tag, ["python", "-c", TOXIPROXY_LAUNCHER, "toxiproxy", "serve", "--host", "0.0.0.0",
+            tag, ["python", "-m", "harness.cli", "toxiproxy", "serve", "--host", "0.0.0.0",
                   "--port", str(TOXIPROXY_PORT), "--seed", str(spec.seed)],
             name=container_name(spec.run_id, "toxiproxy"), **common), network)
         toxiproxy = ToxiproxyClient(f"http://{proxy_host}:{TOXIPROXY_PORT}")
