@@ -39,8 +39,10 @@ def demo(session: nox.Session) -> None:
     runtime = "docker" if _docker_answers() else "process"
     if runtime == "process":
         session.log("no Docker engine answers: running the campaign on local processes")
+    # A verdict either way is the demo doing its job (1: the broker broke a promise, and
+    # the report says which); unknown (2) or a harness failure (255) is not.
     session.run("mirrorchaos", "run", "confirms-survive-kill", "--runtime", runtime,
-                "--time-limit", "30", *session.posargs)
+                "--time-limit", "30", *session.posargs, success_codes=[0, 1])
 
 
 def _docker_answers() -> bool:
