@@ -13,6 +13,7 @@ from harness.checker import check_command
 from harness.run import add_run, add_scenarios
 from harness.runtime.command import add_cluster_command
 from reports.command import add_report_parser
+from reports.soak.command import add_soak
 
 Handler = Callable[[argparse.Namespace], int]
 _T = TypeVar("_T")
@@ -332,6 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_cluster_command(sub)
     add_run(sub)
     add_scenarios(sub)
+    add_soak(sub)
     return parser
 
 

@@ -1,0 +1,97 @@
+"""``mirrorchaos soak``: plan the campaign, fan its runs out on Spark, merge, report."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from reports.soak.campaign import CampaignOptions, plan_campaign, run_campaign
+from reports.soak.merge import CampaignReport, merge_campaign
+from reports.soak.page import write_campaign_html
+from reports.soak.spark import DEFAULT_MASTER, SparkUnavailable, spark_session
+from reports.soak.terminal import render_campaign
+
+EXIT_BAD_INPUT = 254
+EXIT_HARNESS_FAILURE = 255
+
+
+def add_soak(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from harness.cli import _int, _positive_float, _positive_int
+
+    p = sub.add_parser(
+        "soak", help="a campaign of runs fanned out on Spark, merged into one report",
+        description="Run a scenario --runs times as Spark tasks, each `mirrorchaos run` "
+        "with its own seed (derived from --seed) and store, then merge every run's "
+        "results and history with Spark into STORE/soak/<timestamp>/ (Parquet, "
+        "report.json, report.html). Exit 0 when every run is valid, 1 when one is "
+        "invalid, 2 when one is unknown, timed out or crashed.")
+    p.add_argument("--scenario", default="mixed",
+                   help="built-in name or TOML file (default %(default)s)")
+    p.add_argument("--runs", type=_positive_int, default=8, metavar="N",
+                   help="runs in the campaign (default %(default)s)")
+    p.add_argument("--duration", type=_positive_float, default=60.0, metavar="S",
+                   help="each run's --time-limit (default %(default)s)")
+    p.add_argument("--spark-master", default=DEFAULT_MASTER, metavar="URL",
+                   help="Spark master, local[N] or a cluster's URL (default %(default)s)")
+    p.add_argument("--runtime", choices=("process", "docker"), default="process",
+                   help="where each run's nodes live (default %(default)s)")
+    p.add_argument("--store", type=Path, default=Path("store"), metavar="DIR",
+                   help="store root; on a cluster, a path every executor sees "
+                   "(default %(default)s)")
+    p.add_argument("--seed", type=_int, default=None, metavar="ROOT",
+                   help="root seed; each run's seed is derived from it (default: drawn)")
+    p.add_argument("--task-timeout", type=_positive_float, default=None, metavar="S",
+                   help="a run still going after this is interrupted and recorded as a "
+                   "timeout (default: duration + 240)")
+    p.add_argument("--merge", type=Path, default=None, metavar="CAMPAIGN_DIR",
+                   help="run nothing: merge and report an existing campaign again")
+    p.set_defaults(handler=soak_command)
+
+
+def soak_command(args: argparse.Namespace) -> int:
+    console, err = Console(), Console(stderr=True, highlight=False)
+    if args.merge is None:
+        from harness.scenarios import ScenarioError, find_scenario
+        try:
+            find_scenario(args.scenario)
+        except ScenarioError as exc:
+            err.print(f"mirrorchaos soak: bad scenario: {exc}", markup=False)
+            return EXIT_BAD_INPUT
+    elif not args.merge.is_dir():
+        err.print(f"mirrorchaos soak: no campaign directory {args.merge}", markup=False)
+        return EXIT_BAD_INPUT
+    try:
+        spark = spark_session(args.spark_master)
+    except SparkUnavailable as exc:
+        err.print(f"mirrorchaos soak: {exc}", markup=False)
+        return EXIT_HARNESS_FAILURE
+    try:
+        directory = args.merge
+        if directory is None:
+            options = CampaignOptions(args.scenario, args.runs, args.duration,
+                                      args.spark_master, args.runtime, args.store, args.seed,
+                                      args.task_timeout)
+            campaign = plan_campaign(options)
+            directory = campaign.directory
+            err.print(f"mirrorchaos soak {args.scenario}: {args.runs} runs on "
+                      f"{args.spark_master}, root seed {campaign.root_seed}, campaign "
+                      f"{directory}", markup=False)
+            for task in campaign.tasks:
+                err.print(f"  {task.name}: seed {task.seed}", markup=False)
+            for record in run_campaign(campaign, spark):
+                err.print(f"  {record['task']}: {record['status']} (exit "
+                          f"{record['exit_code']}, {record['elapsed_s']:.0f} s)", markup=False)
+        report = merge_campaign(spark, directory)
+        write_campaign_html(report)
+    finally:
+        spark.stop()
+    render_campaign(report, console)
+    return campaign_exit_code(report)
+
+
+def campaign_exit_code(report: CampaignReport) -> int:
+    if any(r["verdict"] == "invalid" for r in report.runs):
+        return 1
+    return 2 if report.failing or not report.runs else 0

@@ -1,0 +1,149 @@
+"""One run of a soak campaign, as a Spark task runs it: ``mirrorchaos run`` as a
+subprocess (the same code path as the command line) with the run's own seed and store
+directory, under a time limit.
+
+A run that hangs past its limit is interrupted (SIGINT to its process group, so the
+harness removes its cluster and stores what it has), then killed with everything it
+started; a run that crashes or cannot start is recorded too. Either way the task
+returns a record and writes it as ``task.json`` in its directory: no run is dropped,
+and no run can hold the campaign up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+TASK_FILE = "task.json"
+LOG_FILE = "run.log"
+# what the task saw; the verdict itself is the run's results.json
+STATUSES = ("done", "timeout", "harness-failure", "bad-input", "crashed", "error")
+_EXIT_STATUS = {0: "done", 1: "done", 2: "done", 254: "bad-input", 255: "harness-failure"}
+
+TaskRecord = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RunTask:
+    """What one Spark task runs. ``task_dir`` is the run's own store (``--store``)."""
+
+    index: int
+    scenario: str  # a built-in name or a TOML file, as `mirrorchaos run` takes it
+    seed: int
+    runtime: str
+    duration: float  # --time-limit
+    task_dir: str
+    timeout: float  # seconds before the run is interrupted
+    kill_grace: float = 30.0  # seconds between the interrupt and SIGKILL
+
+    @property
+    def name(self) -> str:
+        return Path(self.task_dir).name
+
+    def run_args(self, store: str | None = None) -> list[str]:
+        args = ["run", self.scenario, "--seed", str(self.seed), "--runtime", self.runtime,
+                "--time-limit", f"{self.duration:g}"]
+        return args + (["--store", store, "--no-live"] if store is not None else [])
+
+    @property
+    def replay(self) -> str:
+        """The command that replays this run (same scenario, seed, runtime, length)."""
+        return shlex.join(["mirrorchaos", *self.run_args()])
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "harness.cli", *self.run_args(self.task_dir)]
+
+
+def run_task(task: RunTask) -> TaskRecord:
+    """Run it, wait at most ``task.timeout``, record what happened; never raises."""
+    task_dir = Path(task.task_dir)
+    started, wall = time.monotonic(), time.time()
+    status, code, error = "error", None, None
+    try:
+        task_dir.mkdir(parents=True, exist_ok=True)
+        with (task_dir / LOG_FILE).open("wb") as log:
+            process = subprocess.Popen(task.command(), stdin=subprocess.DEVNULL, stdout=log,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                code = process.wait(timeout=task.timeout)
+                status = _EXIT_STATUS.get(code, "crashed")
+            except subprocess.TimeoutExpired:
+                status = "timeout"
+                error = f"still running after {task.timeout:g} s: interrupted"
+                code = _stop(process, task.kill_grace)
+                if code is None:
+                    error += f", killed after {task.kill_grace:g} s more"
+    except Exception as exc:  # the record must still be made
+        error = f"{type(exc).__name__}: {exc}"
+    run_dir = _run_dir(task_dir, task.seed)
+    if status == "done" and (run_dir is None or not (run_dir / "results.json").exists()):
+        status, error = "crashed", f"exit {code} without a results.json"
+    if status == "crashed" and error is None:
+        error = f"exit {code}: " + _log_tail(task_dir / LOG_FILE)
+    record: TaskRecord = {
+        "task": task.name, **asdict(task), "status": status, "exit_code": code,
+        "elapsed_s": round(time.monotonic() - started, 3), "started": wall,
+        "run_dir": None if run_dir is None else str(run_dir), "replay": task.replay,
+        "error": error, "host": socket.gethostname(),
+    }
+    with contextlib.suppress(OSError):
+        (task_dir / TASK_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return record
+
+
+def _stop(process: subprocess.Popen[bytes], grace: float) -> int | None:
+    """SIGINT to the run's process group (the harness winds its cluster down and stores
+    the run); after ``grace``, SIGKILL to it. Then every process it had started (nodes
+    run in sessions of their own) that is still alive is killed. Returns the exit code
+    if the run ended on the interrupt."""
+    family = _descendants(process.pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGINT)
+    code: int | None
+    try:
+        code = process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        family += _descendants(process.pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        code = None
+    for child in family:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    psutil.wait_procs(family, timeout=5)
+    return code
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return list(psutil.Process(pid).children(recursive=True))
+    except psutil.Error:
+        return []
+
+
+def _run_dir(task_dir: Path, seed: int) -> Path | None:
+    """The run's directory, ``<task_dir>/<scenario>/<timestamp>-seed<N>``."""
+    found = sorted(p for p in task_dir.glob(f"*/*-seed{seed}*")
+                   if p.is_dir() and not p.parent.is_symlink())
+    return found[-1] if found else None
+
+
+def _log_tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "no log"
+    return " | ".join(text.strip().splitlines()[-lines:]) or "empty log"
