@@ -108,6 +108,10 @@ def _hold(run_id: str, tag: str) -> subprocess.Popen[str]:
     return process
 
 
+# Slow: two clusters started by child processes, and the interrupted one has taken
+# from under 30 s to over 60 s to remove itself on a loaded machine (a default-run
+# failure in a fresh clone); run with `pytest -m slow`.
+@pytest.mark.slow
 def test_runs_ended_by_sigkill_or_sigint_leave_nothing_behind(
         client: DockerClient, tag: str) -> None:
     killed = _hold("test-sigkill", tag)
@@ -118,5 +122,5 @@ def test_runs_ended_by_sigkill_or_sigint_leave_nothing_behind(
     assert run_objects(client, "test-sigkill") == []
     assert len(run_objects(client, "test-sigint")) == 4
     interrupted.send_signal(signal.SIGINT)
-    assert interrupted.wait(30) != 0
+    assert interrupted.wait(100) != 0
     assert run_objects(client, "test-sigint") == []
