@@ -14,8 +14,9 @@ SOURCES = ["cluster", "faults", "harness", "reports", "tests", "noxfile.py"]
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The default test suite (slow campaigns are kept out by the `slow` marker)."""
-    session.install("-e", ".[test]")
+    """The default test suite (slow campaigns are kept out by the `slow` marker); the
+    soak extra brings PySpark for the Spark merge's tests."""
+    session.install("-e", ".[test,soak]")
     session.run("pytest", *(session.posargs or ["-q"]))
 
 
@@ -27,7 +28,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    session.install("-e", ".[test]", "mypy>=1.10")
+    session.install("-e", ".[test,soak]", "mypy>=1.10")
     session.run("mypy")
 
 
@@ -58,3 +59,32 @@ def bench(session: nox.Session) -> None:
     """`mirrorchaos bench` against the URLs given after `--`."""
     session.install("-e", ".")
     session.run("mirrorchaos", "bench", *session.posargs)
+
+
+# The CI campaign set: each built-in scenario with the exit code its design predicts on
+# the process runtime (0: valid).
+CHAOS_CAMPAIGNS = (("smoke", 0), ("confirms-survive-kill", 0), ("consume-survives-kill", 0))
+
+
+@nox.session
+def chaos(session: nox.Session) -> None:
+    """Short campaigns for CI on local node processes; each must end with the verdict
+    the design predicts. Not a default session (minutes, real clusters)."""
+    session.install("-e", ".")
+    store = session.create_tmp() + "/store"
+    for scenario, expected in CHAOS_CAMPAIGNS:
+        session.run("mirrorchaos", "run", scenario, "--runtime", "process", "--time-limit",
+                    "20", "--seed", "7", "--store", store, "--no-live",
+                    success_codes=[expected])
+
+
+@nox.session
+def soak(session: nox.Session) -> None:
+    """A small Spark soak: 8 runs of `mixed` on local[2], merged into one campaign
+    report (needs Java 17). Arguments after `--` replace the defaults. As for the demo,
+    invalid runs (exit 1) are findings the report lists with their replay commands; a
+    run that timed out, crashed or ended unknown (2) fails the session."""
+    session.install("-e", ".[soak]")
+    session.run("mirrorchaos", "soak", *(session.posargs or [
+        "--scenario", "mixed", "--runs", "8", "--duration", "30", "--spark-master", "local[2]",
+        "--runtime", "process"]), success_codes=[0, 1])

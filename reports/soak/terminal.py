@@ -30,12 +30,13 @@ def render_campaign(report: CampaignReport, console: Console) -> None:
                   + (f"; root seed {plan['root_seed']}" if "root_seed" in plan else ""))
 
     runs = Table(title="Runs", title_justify="left")
-    for head in ("run", "seed", "status", "verdict", "confirmed", "lost", "violations",
+    for head in ("#", "seed", "status", "verdict", "confirmed", "lost", "violations",
                  "caveats", "faults", "p99 ms", "time s"):
-        runs.add_column(head, justify="left" if head in ("run", "status", "verdict") else "right")
+        runs.add_column(head, justify="left" if head in ("seed", "status", "verdict")
+                        else "right", no_wrap=head in ("seed", "status", "verdict"))
     for r in report.runs:
         verdict_style = _STYLES.get(r["verdict"], "white")
-        runs.add_row(r["task"], str(r["seed"]),
+        runs.add_row(str(r["index"]), str(r["seed"]),
                      r["status"] if r["status"] == "done" else f"[red]{r['status']}[/red]",
                      f"[{verdict_style}]{r['verdict']}[/]", _n(r["confirmed"]), _n(r["lost"]),
                      _n(r["violations"]), _n(r["caveats"]), _n(r["faults"]),
@@ -75,7 +76,8 @@ def render_campaign(report: CampaignReport, console: Console) -> None:
         for r in report.failing:
             why = f" — {r['error']}" if r["error"] else ""
             console.print(f"  seed {r['seed']} ({r['status']}, {r['verdict']}){why}",
-                          markup=False, highlight=False)
-            console.print(f"    {r['replay']}", markup=False, highlight=False)
+                          markup=False, highlight=False, soft_wrap=True)
+            console.print(f"    {r['replay']}", markup=False, highlight=False, soft_wrap=True)
     console.print(f"campaign stored in {report.directory} (report.html, report.json, "
-                  "runs/anomalies/faults/latency .parquet)", markup=False, highlight=False)
+                  "runs/anomalies/faults/latency .parquet)", markup=False, highlight=False,
+                  soft_wrap=True)
