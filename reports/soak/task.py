@@ -74,8 +74,13 @@ def run_task(task: RunTask) -> TaskRecord:
     try:
         task_dir.mkdir(parents=True, exist_ok=True)
         with (task_dir / LOG_FILE).open("wb") as log:
+            # the run's temporary files (its nodes' data directories) stay in its
+            # directory, and every process it starts can be told apart by its TMPDIR
+            tmp = task_dir / "tmp"
+            tmp.mkdir(exist_ok=True)
             process = subprocess.Popen(task.command(), stdin=subprocess.DEVNULL, stdout=log,
-                                       stderr=subprocess.STDOUT, start_new_session=True)
+                                       stderr=subprocess.STDOUT, start_new_session=True,
+                                       env={**os.environ, "TMPDIR": str(tmp)})
             try:
                 code = process.wait(timeout=task.timeout)
                 status = _EXIT_STATUS.get(code, "crashed")
