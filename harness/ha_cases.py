@@ -65,9 +65,7 @@ def declare_mirrored(nodes: Mapping[str, NodeAccess], master: str, queue: str,
     """Set the ``ha-*`` policy (default: ``ha-mode: all``), declare ``queue`` on
     ``master`` and wait until every node mirrors it, in sync."""
     set_policy(nodes[master], {"ha-mode": "all", **(definition or {})})
-    connection = pika.BlockingConnection(pika.URLParameters(nodes[master].amqp_url))
-    connection.channel().queue_declare(queue, durable=True)
-    connection.close()
+    declare(nodes[master], queue)
     others = sorted(n for n in nodes if n != master)
     wait_for(lambda: synchronised_mirrors(nodes[master], queue) == others,
              f"{queue} mirrored in sync on {others}")
@@ -262,12 +260,7 @@ def consumer_survives(nodes: Mapping[str, NodeAccess], control: ProcessControl, 
     repeats carry redelivered=true; nothing published is missing at the end."""
     declare_mirrored(nodes, master, queue)
     published = [f"c{i}".encode() for i in range(messages)]
-    connection = pika.BlockingConnection(pika.URLParameters(nodes[consumer].amqp_url))
-    channel = connection.channel()
-    channel.confirm_delivery()
-    for body in published:
-        channel.basic_publish("", queue, body, pika.BasicProperties(delivery_mode=2))
-    connection.close()
+    publish(nodes[consumer], queue, published)
     deliveries = Deliveries()
     done = threading.Event()
     arguments = {"x-cancel-on-ha-failover": True} if cancel_on_failover else None
@@ -305,11 +298,19 @@ def queue_action(node: NodeAccess, queue: str, action: str) -> None:
 
 def publish(node: NodeAccess, queue: str, bodies: list[bytes]) -> None:
     """Publish persistent messages with confirms; every one must be confirmed."""
-    connection = pika.BlockingConnection(pika.URLParameters(node.amqp_url))
-    channel = connection.channel()
-    channel.confirm_delivery()
+    publishing = ConfirmingPublisher(node.amqp_url, queue)
     for body in bodies:
-        channel.basic_publish("", queue, body, pika.BasicProperties(delivery_mode=2))
+        publishing.publish(body)
+    publishing.close()
+    if publishing.confirmed != publishing.published:
+        raise AssertionError(f"{len(publishing.published) - len(publishing.confirmed)} of "
+                             f"{len(bodies)} publishes to {queue} nacked")
+
+
+def declare(node: NodeAccess, queue: str) -> None:
+    """A durable queue, declared through ``node`` (so its master is there)."""
+    connection = pika.BlockingConnection(pika.URLParameters(node.amqp_url))
+    connection.channel().queue_declare(queue, durable=True)
     connection.close()
 
 
@@ -539,9 +540,7 @@ def policy_moves_queue(nodes: Mapping[str, NodeAccess], *, master: str, to: list
     """A policy change that moves a queue off its master's node: the master hands over
     only once a mirror on the new nodes is synchronised, and nothing is lost."""
     set_policy(nodes[master], {"ha-mode": "nodes", "ha-params": [master]})
-    connection = pika.BlockingConnection(pika.URLParameters(nodes[master].amqp_url))
-    connection.channel().queue_declare(queue, durable=True)
-    connection.close()
+    declare(nodes[master], queue)
     bodies = [f"mv{i}".encode() for i in range(messages)]
     publish(nodes[master], queue, bodies)
     set_policy(nodes[master], {"ha-mode": "nodes", "ha-params": to,
@@ -573,9 +572,7 @@ def exactly_replaces_lost_mirror(nodes: Mapping[str, NodeAccess], control: Proce
                                  master: str, queue: str = "ha.exactly") -> ReplacementOutcome:
     """``ha-mode: exactly`` with a spare node: a killed mirror is replaced there."""
     set_policy(nodes[master], {"ha-mode": "exactly", "ha-params": 2})
-    connection = pika.BlockingConnection(pika.URLParameters(nodes[master].amqp_url))
-    connection.channel().queue_declare(queue, durable=True)
-    connection.close()
+    declare(nodes[master], queue)
     wait_for(lambda: len(mirror_nodes(nodes[master], queue)) == 1, "one mirror")
     before = mirror_nodes(nodes[master], queue)
     control.kill(before[0])

@@ -33,13 +33,13 @@ REPORT_FILE = "report.html"
 ANOMALY_ROWS = 5000  # rows of the per-message table; results.json has every id
 _CLUSTER_ROW = "(cluster)"  # timeline row of faults without target nodes (policy, sync)
 _PLOT_CONFIG = {"displaylogo": False, "responsive": True}
-_VERDICT_CLASS = {"VALID": "valid", "INVALID": "invalid", "UNKNOWN": "unknown"}
+VERDICT_CLASS = {"VALID": "valid", "INVALID": "invalid", "UNKNOWN": "unknown"}
 _NODE_EVENT_SYMBOLS = {"promotion": "star", "mirror-added": "triangle-up",
                        "mirror-dropped": "triangle-down", "sync-start": "circle-open",
                        "sync-end": "circle", "partition": "x", "partition-healed": "cross",
                        "restart": "diamond", "node-event": "square"}
 
-_STYLE = """
+PAGE_STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em auto; max-width: 1200px;
        padding: 0 1em; color: #222; }
 h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
@@ -71,7 +71,7 @@ def render_html(report: RunReport) -> str:
     word = verdict_word(results.get("valid"))
     body = [
         f"<h1>mirrorchaos: {escape(report.title)} "
-        f"<span class='verdict {_VERDICT_CLASS[word]}'>{word}</span></h1>",
+        f"<span class='verdict {VERDICT_CLASS[word]}'>{word}</span></h1>",
         f"<p>scenario <b>{escape(str(results.get('scenario')))}</b>, seed "
         f"{escape(str(results.get('seed')))}"
         + (f", runtime {escape(str(results['runtime']))}" if results.get("runtime") else "")
@@ -81,15 +81,15 @@ def render_html(report: RunReport) -> str:
         body.append(f"<p><b>Why unknown:</b> {escape(results['error'])}</p>")
     body.append("<div class='flex'>" + _counts_table(results) + _checkers_table(results)
                 + _latency_table(results) + "</div>")
-    body.append("<h2>Over time</h2>" + _figure(_over_time(report, colours), "over-time"))
-    body.append("<h2>Faults and node events</h2>" + _figure(_timeline(report, colours),
+    body.append("<h2>Over time</h2>" + figure_html(_over_time(report, colours), "over-time"))
+    body.append("<h2>Faults and node events</h2>" + figure_html(_timeline(report, colours),
                                                             "timeline"))
     body.append("<h2>Anomalies, per message</h2>" + _anomaly_table(results))
     body.append("<h2>Faults</h2>" + _faults_table(results))
     if report.node_events:
         body.append("<h2>Node events</h2>" + _node_events_table(report))
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-            f"<title>mirrorchaos {escape(report.title)}</title><style>{_STYLE}</style>"
+            f"<title>mirrorchaos {escape(report.title)}</title><style>{PAGE_STYLE}</style>"
             f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
             + "\n".join(body) + "</body></html>\n")
 
@@ -189,7 +189,7 @@ def _rows(fig: go.Figure) -> set[str]:
     return {y for trace in fig.data for y in (trace.y or ())}
 
 
-def _figure(fig: go.Figure, div_id: str) -> str:
+def figure_html(fig: go.Figure, div_id: str) -> str:
     html: str = pio.to_html(fig, full_html=False, include_plotlyjs=False,
                             config=_PLOT_CONFIG, div_id=div_id)
     return html
@@ -198,7 +198,7 @@ def _figure(fig: go.Figure, div_id: str) -> str:
 # -- tables --------------------------------------------------------------------------
 
 
-def _table(head: list[str], rows: list[list[str]], classes: list[str] | None = None) -> str:
+def table_html(head: list[str], rows: list[list[str]], classes: list[str] | None = None) -> str:
     """Cells are HTML already (escaped by the caller); numbers are right-aligned."""
     out = ["<table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"]
     for i, row in enumerate(rows):
@@ -211,7 +211,7 @@ def _table(head: list[str], rows: list[list[str]], classes: list[str] | None = N
 
 def _counts_table(results: dict[str, Any]) -> str:
     rows = [[escape(k), str(v)] for k, v in counts_in_order(results.get("counts") or {})]
-    return "<div><h2>Counts</h2>" + _table(["count", "value"], rows) + "</div>"
+    return "<div><h2>Counts</h2>" + table_html(["count", "value"], rows) + "</div>"
 
 
 def _checkers_table(results: dict[str, Any]) -> str:
@@ -219,7 +219,7 @@ def _checkers_table(results: dict[str, Any]) -> str:
              str(p.get("caveats", 0)), escape(p.get("error") or "")]
             for p in results.get("checkers") or []]
     return ("<div><h2>Checkers</h2>"
-            + _table(["checker", "verdict", "violations", "caveats", "error"], rows)
+            + table_html(["checker", "verdict", "violations", "caveats", "error"], rows)
             + "</div>")
 
 
@@ -231,7 +231,7 @@ def _latency_table(results: dict[str, Any]) -> str:
              ["confirms/s", number(throughput.get("confirms_per_s"))],
              ["deliveries/s", number(throughput.get("deliveries_per_s"))]]
     return ("<div><h2>Confirm latency (ms), throughput</h2>"
-            + _table(["figure", "value"], rows) + "</div>")
+            + table_html(["figure", "value"], rows) + "</div>")
 
 
 def _anomaly_table(results: dict[str, Any]) -> str:
@@ -252,7 +252,7 @@ def _anomaly_table(results: dict[str, Any]) -> str:
         return "<p class='note'>No anomalies.</p>"
     note = (f"<p class='note'>The first {ANOMALY_ROWS} of {total} are shown; results.json "
             "lists every one.</p>" if total > ANOMALY_ROWS else "")
-    return note + _table(["message", "kind", "standing", "queue", "why",
+    return note + table_html(["message", "kind", "standing", "queue", "why",
                           "faults in force during its life"], rows, classes)
 
 
@@ -262,10 +262,10 @@ def _faults_table(results: dict[str, Any]) -> str:
         return "<p class='note'>No faults were injected.</p>"
     rows = [[escape(f["id"]), escape(f["kind"]), escape(", ".join(f.get("targets") or [])),
              escape(fault_span(f)), escape(fault_notes(f))] for f in faults]
-    return _table(["id", "kind", "targets", "in force", "notes"], rows)
+    return table_html(["id", "kind", "targets", "in force", "notes"], rows)
 
 
 def _node_events_table(report: RunReport) -> str:
     rows = [[f"{e.time:.3f}", escape(e.node or ""), escape(e.describe()), escape(e.reporter)]
             for e in report.node_events]
-    return _table(["time (s)", "about", "event", "reported by"], rows)
+    return table_html(["time (s)", "about", "event", "reported by"], rows)

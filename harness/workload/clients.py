@@ -11,6 +11,7 @@ the workload says) until it is told to stop.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import itertools
@@ -65,8 +66,9 @@ class ClientContext:
     stop_all: asyncio.Event  # set: every client stops
 
 
-class Client:
-    """One logical process: connect, run a session until it ends, reconnect."""
+class Client(abc.ABC):
+    """One logical process: connect, run a session until it ends, reconnect. Each kind
+    of client says what a session does."""
 
     def __init__(self, client_id: str, queue: str, node: str, ctx: ClientContext) -> None:
         self.id = client_id
@@ -128,10 +130,10 @@ class Client:
         await _close(connection)
         self.record("disconnect", "ok")
 
+    @abc.abstractmethod
     async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
         """Work until stopped (return) or until the connection breaks (raise or set
         ``broken``)."""
-        raise NotImplementedError
 
     async def declare(self, channel: AbstractChannel) -> AbstractQueue:
         return await channel.declare_queue(self.queue, durable=self.spec.durable,

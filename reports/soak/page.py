@@ -10,7 +10,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from reports.html import _STYLE, _VERDICT_CLASS, _figure, _table
+from reports.html import PAGE_STYLE, VERDICT_CLASS, figure_html, table_html
 from reports.soak.merge import PERCENTILES, CampaignReport, _pname
 
 REPORT_HTML = "report.html"
@@ -44,18 +44,18 @@ def render_campaign_html(report: CampaignReport) -> str:
     facts += [f"{k} {options[k]}" for k in ("master", "runtime", "duration") if k in options]
     body = [
         f"<h1>mirrorchaos: {escape(campaign_title(report))} "
-        f"<span class='verdict {_VERDICT_CLASS[word]}'>{word}</span></h1>",
+        f"<span class='verdict {VERDICT_CLASS[word]}'>{word}</span></h1>",
         "<p>" + escape(", ".join(facts)) + " — " + escape(", ".join(
             f"{n} {v}" for v, n in sorted(report.verdicts.items()))) + "</p>",
         "<h2>Failing runs, to replay</h2>" + _failing_table(report),
-        "<h2>Verdict per run</h2>" + _figure(_runs_figure(report), "runs")
+        "<h2>Verdict per run</h2>" + figure_html(_runs_figure(report), "runs")
         + _runs_table(report),
         "<h2>Anomalies per fault kind</h2>" + _anomalies_section(report),
         "<h2>Confirm latency across runs</h2>" + _latency_section(report),
     ]
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
             f"<title>mirrorchaos {escape(campaign_title(report))}</title>"
-            f"<style>{_STYLE}</style>"
+            f"<style>{PAGE_STYLE}</style>"
             f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
             + "\n".join(body) + "</body></html>\n")
 
@@ -74,7 +74,7 @@ def _failing_table(report: CampaignReport) -> str:
     rows = [[_cell(r["seed"]), escape(r["status"]), escape(r["verdict"]),
              f"<code>{escape(r['replay'])}</code>", _cell(r["error"]),
              _cell(r["run_dir"])] for r in report.failing]
-    return _table(["seed", "status", "verdict", "replay", "why", "run directory"], rows,
+    return table_html(["seed", "status", "verdict", "replay", "why", "run directory"], rows,
                   ["invalid" if r["verdict"] == "invalid" else "unknown"
                    for r in report.failing])
 
@@ -85,7 +85,7 @@ def _runs_table(report: CampaignReport) -> str:
              _cell(r["lost"]), _cell(r["duplicated"]), _cell(r["violations"]),
              _cell(r["caveats"]), _cell(r["faults"]), _cell(r["history_p50_ms"]),
              _cell(r["history_p99_ms"]), _cell(r["elapsed_s"])] for r in report.runs]
-    return _table(["run", "scenario", "seed", "status", "verdict", "confirmed", "lost",
+    return table_html(["run", "scenario", "seed", "status", "verdict", "confirmed", "lost",
                    "duplicated", "violations", "caveats", "faults", "p50 ms", "p99 ms",
                    "time s"], rows,
                   ["" if not r["failing"] else "invalid" if r["verdict"] == "invalid"
@@ -108,7 +108,7 @@ def _runs_figure(report: CampaignReport) -> go.Figure:
 
 
 def _anomalies_section(report: CampaignReport) -> str:
-    faults = _table(["fault kind", "injected", "runs"],
+    faults = table_html(["fault kind", "injected", "runs"],
                     [[escape(f["fault_kind"]), _cell(f["injected"]), _cell(f["runs"])]
                      for f in report.faults]) if report.faults else (
         "<p class='note'>No faults were injected.</p>")
@@ -126,8 +126,8 @@ def _anomalies_section(report: CampaignReport) -> str:
                                  name=standing, hovertext=[a["anomaly"] for a in these]))
     fig.update_layout(barmode="stack", height=300, margin={"t": 20, "b": 40},
                       yaxis_title="messages")
-    return (_figure(fig, "anomalies") + "<div class='flex'>"
-            + _table(["fault kind in force", "anomaly", "standing", "messages", "runs",
+    return (figure_html(fig, "anomalies") + "<div class='flex'>"
+            + table_html(["fault kind in force", "anomaly", "standing", "messages", "runs",
                       "scenarios"], rows,
                      ["violation" if a["standing"] == "violation" else "caveat"
                       for a in report.anomalies])
@@ -153,5 +153,5 @@ def _latency_section(report: CampaignReport) -> str:
     fig.update_layout(height=300, margin={"t": 20, "b": 40}, xaxis_type="log",
                       xaxis_title="confirm latency (ms)", yaxis_title="confirms")
     source = escape(latency.get("source", ""))
-    return (_table(head, rows) + f"<p class='note'>Milliseconds; from the {source}.</p>"
-            + _figure(fig, "latency"))
+    return (table_html(head, rows) + f"<p class='note'>Milliseconds; from the {source}.</p>"
+            + figure_html(fig, "latency"))

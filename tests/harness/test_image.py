@@ -5,25 +5,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-import docker
-import docker.errors
 import pytest
 from docker.client import DockerClient
 
 from harness import image
 from harness.process_node import amqp_answers, free_port
+from tests.runtime.docker_support import ENGINE
 
-
-def _engine() -> DockerClient | None:
-    try:
-        client = docker.from_env()
-        client.ping()
-    except docker.errors.DockerException:
-        return None
-    return client
-
-
-ENGINE = _engine()
 pytestmark = pytest.mark.skipif(ENGINE is None, reason="no Docker engine answers here")
 LABEL = {"mirrorchaos.test": "image"}
 
