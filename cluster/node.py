@@ -30,8 +30,9 @@ from cluster.core.users import Permission
 from cluster.definitions import DefinitionsError, DefinitionsFile
 from cluster.events import EventLog
 from cluster.ha.coordinator import Coordinator
+from cluster.peer.boot import BootError, BootGate, LastRunningFile
 from cluster.peer.codec import Envelope
-from cluster.peer.detector import Event, PeerDown, PeerUp
+from cluster.peer.detector import AppStarted, AppStopped, Event, PeerDown, PeerUp
 from cluster.peer.links import ClusterSettings, PeerNetwork
 from cluster.store import MessageStore
 
@@ -51,6 +52,8 @@ class NodeSettings:
     cluster: ClusterSettings | None = None
     partition_handling: str = "ignore"
     breakage: str | None = None
+    peer_wait: float = 30.0  # how long a node that did not stop last waits for one that did
+    force_boot: bool = False
 
 
 class AMQPProtocol(asyncio.Protocol):
@@ -132,8 +135,14 @@ class Node:
         self._sync_scheduled = False
         self._paused_for_minority = False
         self._app_task: asyncio.Task[None] | None = None
-        # A new incarnation per app start tells peers we restarted (not partitioned).
-        self.incarnation = ""
+        # A new incarnation per app start tells peers we restarted (not partitioned);
+        # the first app start keeps the one the links said hello with.
+        self.incarnation = uuid.uuid4().hex[:12]
+        self._incarnation_used = False
+        self.last_running = LastRunningFile(settings.data_dir / "cluster.json")
+        self._remembered: frozenset[str] | None = None
+        self._peers_changed = asyncio.Event()
+        self._amqp_socket: socket.socket | None = None
         self.peers: PeerNetwork | None = None
         if settings.cluster is not None:
             self.peers = PeerNetwork(settings.name, settings.cluster, self._peer_status,
@@ -142,17 +151,57 @@ class Node:
     # -- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
-        await self.start_app()
-        if self.peers is not None:
-            await self.peers.start()
         if self.settings.mgmt_port is not None:
             from cluster.mgmt import start_management
 
             self.management = await start_management(
                 self, self.settings.host, self.settings.mgmt_port
             )
+        # Links first: the app must not take clients before it knows which peers run
+        # and has their records, or it would serve the queues it recovered as their
+        # master while the cluster has moved them on. Its port is held meanwhile.
+        self._amqp_socket = self._bind_amqp()
+        if self.peers is not None:
+            await self.peers.start()
+            await self._await_boot()
+        await self.start_app()
         self.events.emit("node_started", amqp_port=self.settings.amqp_port,
                          mgmt_port=self.settings.mgmt_port)
+
+    async def _await_boot(self) -> None:
+        """Hear from every peer (for at most one failure-detection window), then wait
+        as the full-cluster restart rule says (`BootGate`)."""
+        assert self.peers is not None and self.settings.cluster is not None
+        detector = self.peers.detector
+        cluster = self.settings.cluster
+        gate = BootGate(frozenset(cluster.peers), self.last_running.load(),
+                        self.settings.force_boot)
+        await self._peers_until(lambda: gate.discovered(set(detector.reachable())),
+                                cluster.tick * cluster.count)
+        if not await self._peers_until(
+                lambda: gate.may_start(set(detector.running()), set(detector.reachable())),
+                self.settings.peer_wait):
+            raise BootError(gate.refusal(self.settings.peer_wait))
+
+    async def _peers_until(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Wait until ``done()`` holds after some peer event, for at most ``timeout``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not done():
+            self._peers_changed.clear()
+            try:
+                await asyncio.wait_for(self._peers_changed.wait(), deadline - loop.time())
+            except TimeoutError:
+                return done()
+        return True
+
+    def _remember_running(self) -> None:
+        """While the app runs, keep on disk which peers run too (the restart rule)."""
+        assert self.peers is not None
+        running = frozenset(self.peers.detector.running())
+        if running != self._remembered:
+            self.last_running.save(running)
+            self._remembered = running
 
     async def start_app(self) -> None:
         async with self._app_lock:
@@ -170,7 +219,7 @@ class Node:
                             save_definitions=self.definitions.save)
             self._apply_definitions(broker)
             restored = broker.restore_messages(recovery.queues)
-            incarnation = uuid.uuid4().hex[:12]
+            incarnation = uuid.uuid4().hex[:12] if self._incarnation_used else self.incarnation
             coordinator = self._join_cluster(broker, incarnation)
         except BaseException:
             store.close()  # releases the store's lock so a later start_app can retry
@@ -180,15 +229,19 @@ class Node:
         # into a queue the cluster has since given to another master.
         self.store, self.broker = store, broker
         self.incarnation, self.coordinator = incarnation, coordinator
+        self._incarnation_used = True
         self._ticker = asyncio.create_task(self._tick_forever())
+        if self.peers is not None:
+            # Ahead of our metadata on each link: peers take it only from running apps.
+            self.peers.announce()
+            self._remember_running()
         self.flush()
         if coordinator is not None:
             await self._await_cluster_metadata(coordinator)
         try:
+            sock, self._amqp_socket = self._amqp_socket or self._bind_amqp(), None
             self._server = await asyncio.get_running_loop().create_server(
-                lambda: AMQPProtocol(self), self.settings.host, self.settings.amqp_port,
-                reuse_address=True,
-            )
+                lambda: AMQPProtocol(self), sock=sock)
         except BaseException:
             self._ticker.cancel()
             self.broker = self.store = self.coordinator = None
@@ -197,6 +250,21 @@ class Node:
         self.events.emit("app_started", recovered_messages=restored,
                          incarnation=self.incarnation)
         self.flush()
+
+    def _bind_amqp(self) -> socket.socket:
+        """The AMQP port, bound but not listening: clients are refused until the app
+        serves it."""
+        family, kind, proto, _, address = socket.getaddrinfo(
+            self.settings.host, self.settings.amqp_port, type=socket.SOCK_STREAM,
+            flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
 
     async def _await_cluster_metadata(self, coordinator: Coordinator) -> None:
         """Wait for every running peer's metadata, for at most the time it takes to
@@ -269,6 +337,8 @@ class Node:
         store.close()
         self.broker = self.store = None
         self.coordinator = None
+        if self.peers is not None:
+            self.peers.announce()
         self.events.emit("app_stopped")
 
     async def stop(self) -> None:
@@ -293,8 +363,13 @@ class Node:
                 self.events.emit("partition_detected", peer=event.peer)
         elif isinstance(event, PeerDown):
             self.events.emit("peer_down", peer=event.peer, reason=event.reason)
+        elif isinstance(event, AppStarted):
+            self.events.emit("peer_app_started", peer=event.peer)
         else:
             self.events.emit("peer_app_stopped", peer=event.peer)
+        self._peers_changed.set()
+        if self.broker is not None:
+            self._remember_running()
         if self.settings.partition_handling == "pause_minority":
             # Before the cluster hears of it: a node about to pause must not act on the
             # loss of its peers (confirm what only it holds, promote its mirrors).
@@ -305,14 +380,15 @@ class Node:
         self._after_cluster_input()
 
     def _tell_cluster(self, coordinator: Coordinator, event: Event) -> None:
-        if not isinstance(event, PeerUp):
+        if isinstance(event, PeerDown | AppStopped):
             coordinator.peer_down(event.peer)
             return
         peers = self.peers
         assert peers is not None
         if not peers.detector.peers[event.peer].app_running:
             return
-        if not event.partition or self.settings.partition_handling == "pause_minority":
+        partitioned = event.peer in peers.detector.partitions
+        if not partitioned or self.settings.partition_handling == "pause_minority":
             coordinator.peer_up(event.peer, event.incarnation)
         elif self.settings.partition_handling == "autoheal" and self._autoheal_loses():
             # The other side won: restart, so our mirrors rejoin theirs empty.
@@ -493,6 +569,12 @@ def parse_args(argv: list[str] | None = None) -> NodeSettings:
                         choices=("ignore", "pause_minority", "autoheal"),
                         help="what a node does about a network partition, as RabbitMQ's "
                              "cluster_partition_handling (default %(default)s)")
+    parser.add_argument("--peer-wait", type=float, default=30.0, metavar="SECONDS",
+                        help="a node that stopped while peers still ran waits this long "
+                             "for one of them before refusing to start (default %(default)s)")
+    parser.add_argument("--force-boot", action="store_true",
+                        help="start even if peers that stopped after this node are down "
+                             "(its queues may be older than theirs)")
     args = parser.parse_args(argv)
     cluster = None
     if args.peer:
@@ -502,7 +584,8 @@ def parse_args(argv: list[str] | None = None) -> NodeSettings:
         cluster = ClusterSettings(args.cluster_name, args.host, args.cluster_port, peers,
                                   args.tick, args.tick_count)
     return NodeSettings(args.name, args.data_dir, args.amqp_port, args.mgmt_port, args.host,
-                        args.config, cluster, args.partition_handling, args.breakage)
+                        args.config, cluster, args.partition_handling, args.breakage,
+                        args.peer_wait, args.force_boot)
 
 
 def _peer_address(parser: argparse.ArgumentParser, text: str) -> tuple[str, tuple[str, int]]:
@@ -526,6 +609,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, DefinitionsError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except BootError as error:
+        print(f"error: node {settings.name} refused to start: {error}", file=sys.stderr)
+        return 3
     except OSError as error:
         print(f"error: node {settings.name} could not start: {error}", file=sys.stderr)
         return 1

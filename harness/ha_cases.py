@@ -605,3 +605,44 @@ def repeated_double_kills(nodes: Mapping[str, NodeAccess], control: ProcessContr
     _drain_into(nodes[publisher].amqp_url, queue, drained, idle=0.5)
     return ConfirmsOutcome(publishing.published, publishing.confirmed, drained,
                            publishing.longest_gap)
+
+
+@dataclass
+class RestartOutcome:
+    """A whole cluster stopped node by node and started again, last stopped first."""
+
+    stop_order: list[str]
+    published: int
+    after_restart: int | None
+    master_after: str
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.after_restart != self.published:
+            out.append(f"{self.after_restart} messages after the restart, expected all "
+                       f"{self.published}")
+        if self.master_after != self.stop_order[-1]:
+            out.append(f"master {self.master_after} after the restart, expected "
+                       f"{self.stop_order[-1]}, the last node stopped")
+        return out
+
+
+def full_cluster_restart(nodes: Mapping[str, NodeAccess], control: ProcessControl, *,
+                         queue: str = "ha.restart", batch: int = 40) -> RestartOutcome:
+    """Stop every node gracefully in name order, publishing a batch through the
+    survivors before each stop, so that only the last node stopped holds every batch;
+    then start the last one first and the rest after it. It must come back as the
+    master with every message."""
+    order = sorted(nodes)
+    declare_mirrored(nodes, order[0], queue)
+    published = 0
+    for i, node in enumerate(order):
+        bodies = [f"b{i}-{j}".encode() for j in range(batch)]
+        publish(nodes[node], queue, bodies)
+        published += len(bodies)
+        control.stop(node, timeout=10.0)
+    for node in reversed(order):
+        control.start(node)
+    last = nodes[order[-1]]
+    return RestartOutcome(order, published, message_count(last, queue),
+                          str(queue_info(last, queue)["node"]))

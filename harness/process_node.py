@@ -17,6 +17,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -168,3 +170,14 @@ class NodeProcess:
     def restart(self, timeout: float = 20.0) -> None:
         self.stop()
         self.start(timeout)
+
+
+def start_all(nodes: Sequence[NodeProcess], timeout: float = 20.0) -> None:
+    """Start nodes together, as a cluster boots: each waits at start-up to hear from its
+    peers, so starting them one after another would add those waits up."""
+    with ThreadPoolExecutor(len(nodes)) as pool:
+        futures = [pool.submit(node.start, timeout) for node in nodes]
+        errors = [future.exception() for future in futures]
+    for error in errors:
+        if error is not None:
+            raise error

@@ -303,6 +303,9 @@ class Broker:
     def definitions_changed(self) -> None:
         if self.cluster is not None:
             self.cluster.entities_dirty = True
+        self.save_definitions()
+
+    def save_definitions(self) -> None:
         if self._save_definitions is not None:
             self._save_definitions(self.to_definitions())
 

@@ -135,10 +135,16 @@ class Coordinator:
         self._broadcast_meta([self.meta.put(record.key, record.to_json())])
 
     def _received_meta(self, peer: str, payload: bytes) -> None:
+        applied = False
         for data in json.loads(payload):
             update = Update.from_json(data)
             if self.meta.apply(update):
                 self._apply(update.key, update.value)
+                applied = True
+        if applied:
+            # Every node keeps the cluster's durable definitions (queues mastered
+            # elsewhere too): whichever node starts first after a full stop has them.
+            self.broker.save_definitions()
         if peer in self.awaiting:
             self.awaiting.discard(peer)
             if not self.awaiting:

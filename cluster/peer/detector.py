@@ -34,7 +34,16 @@ class AppStopped:
     peer: str
 
 
-Event = PeerUp | PeerDown | AppStopped
+@dataclass(frozen=True, slots=True)
+class AppStarted:
+    """The peer's broker app started in the incarnation it said hello with (its first
+    app start: the process links up with its peers before its app runs)."""
+
+    peer: str
+    incarnation: str
+
+
+Event = PeerUp | PeerDown | AppStopped | AppStarted
 
 
 @dataclass(slots=True)
@@ -54,10 +63,10 @@ class FailureDetector:
     def hello(self, peer: str, incarnation: str, app_running: bool, now: float) -> list[Event]:
         """The peer opened its link to us (or reconnected)."""
         state = self.peers[peer]
+        if state.up and state.incarnation == incarnation:
+            return self._app_state(peer, app_running, now)
         state.last_heard = now
         state.app_running = app_running
-        if state.up and state.incarnation == incarnation:
-            return []
         events: list[Event] = []
         if state.up:  # a new incarnation without our noticing the old one die
             events.append(PeerDown(peer, "restarted"))
@@ -75,9 +84,17 @@ class FailureDetector:
         state = self.peers[peer]
         if not state.up or state.incarnation != incarnation:
             return self.hello(peer, incarnation, app_running, now)
+        return self._app_state(peer, app_running, now)
+
+    def _app_state(self, peer: str, app_running: bool, now: float) -> list[Event]:
+        state = self.peers[peer]
         state.last_heard = now
         was_running, state.app_running = state.app_running, app_running
-        return [AppStopped(peer)] if was_running and not app_running else []
+        if was_running and not app_running:
+            return [AppStopped(peer)]
+        if app_running and not was_running:
+            return [AppStarted(peer, state.incarnation or "")]
+        return []
 
     def link_closed(self, peer: str) -> list[Event]:
         return self._down(peer, "connection closed")

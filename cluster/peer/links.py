@@ -141,6 +141,16 @@ class PeerNetwork:
             return False
         return True
 
+    def announce(self) -> None:
+        """Tell every peer our app state now (it started or stopped), ahead of the next
+        heartbeat and of anything the app sends."""
+        for peer in list(self._outbound):
+            self.send(peer, self._heartbeat())
+
+    def _heartbeat(self) -> Envelope:
+        incarnation, running = self._status()
+        return Envelope("hb", {"incarnation": incarnation, "app": running})
+
     def _hello(self) -> Envelope:
         incarnation, running = self._status()
         return Envelope("hello", {"cluster": self.settings.name, "node": self.me,
@@ -202,8 +212,7 @@ class PeerNetwork:
             try:
                 transport.write(encode(self._hello()))
                 while not protocol.closed.done():
-                    incarnation, running = self._status()
-                    self.send(peer, Envelope("hb", {"incarnation": incarnation, "app": running}))
+                    self.send(peer, self._heartbeat())
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(asyncio.shield(protocol.closed), tick)
             finally:

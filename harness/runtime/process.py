@@ -17,7 +17,6 @@ import signal
 import socket
 import tempfile
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,7 @@ from faults.client import (
 )
 from faults.process import LocalProcesses, ProcessState
 from faults.topology import NodeAddress, Topology
-from harness.process_node import NodeProcess, NodeStartError
+from harness.process_node import NodeProcess, NodeStartError, start_all
 
 from .base import ClusterSpec, ClusterStartError
 from .common import ClusterBase, wait_formed
@@ -169,24 +168,16 @@ class ProcessRuntime:
         try:
             for name, process in processes.items():
                 process.peers = topology.peers(name)
-            _start_all(list(processes.values()), spec.start_timeout)
+            try:
+                start_all(list(processes.values()), spec.start_timeout)
+            except NodeStartError as error:
+                raise ClusterStartError(str(error)) from error
             wait_formed({name: p.mgmt_url for name, p in processes.items()},
                         spec.start_timeout, lambda node: processes[node].log_tail())
         except BaseException:
             cluster.stop()
             raise
         return cluster
-
-
-def _start_all(processes: list[NodeProcess], timeout: float) -> None:
-    with ThreadPoolExecutor(len(processes)) as pool:
-        futures = [pool.submit(process.start, timeout) for process in processes]
-        errors = [future.exception() for future in futures]
-    for error in errors:
-        if isinstance(error, NodeStartError):
-            raise ClusterStartError(str(error)) from error
-        if error is not None:
-            raise error
 
 
 def _identity(pid: int) -> dict[str, float]:

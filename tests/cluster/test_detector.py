@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cluster.peer.codec import CodecError, Envelope, FrameBuffer, encode
-from cluster.peer.detector import FailureDetector, PeerDown, PeerUp
+from cluster.peer.detector import AppStarted, AppStopped, FailureDetector, PeerDown, PeerUp
 
 
 def test_peer_goes_down_after_missed_ticks_and_a_return_without_restart_is_a_partition() -> None:
@@ -30,6 +30,18 @@ def test_a_new_incarnation_is_a_restart_and_clears_the_partition() -> None:
         PeerDown("b", "restarted"), PeerUp("b", "inc2", True, False)
     ]
     assert detector.partitions == set()
+
+
+def test_a_peer_that_links_up_before_its_app_reports_the_app_start_and_stop() -> None:
+    detector = FailureDetector(["b"], tick=1.0, count=4)
+    assert detector.hello("b", "inc1", False, now=0.0) == [PeerUp("b", "inc1", False, False)]
+    assert detector.heard("b", "inc1", True, now=0.5) == [AppStarted("b", "inc1")]
+    assert detector.running() == ["b"]
+    assert detector.heard("b", "inc1", True, now=1.0) == []
+    # A redialled link says hello again: the same incarnation is no event, but its
+    # app state still counts.
+    assert detector.hello("b", "inc1", False, now=1.5) == [AppStopped("b")]
+    assert detector.running() == [] and detector.partitions == set()
 
 
 def test_a_stopped_app_is_reachable_but_not_running() -> None:

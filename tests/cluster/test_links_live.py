@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from harness.process_node import NodeProcess, free_port
+from harness.process_node import NodeProcess, free_port, start_all
 
 TICK = 0.2  # heartbeats every 0.2 s; a peer is down after 4 missed ticks
 
@@ -73,8 +73,7 @@ def start_cluster(tmp_path: Path, names: list[str],
              for name in names}
     for src, dst in permutations(names, 2):
         nodes[src].peers[dst] = address(src, dst, nodes[dst].cluster_port or 0)
-    for node in nodes.values():
-        node.start()
+    start_all(list(nodes.values()))
     everyone = set(names)
     for node in nodes.values():
         wait_until(lambda n=node: running_nodes(n) == everyone, "the cluster to form")

@@ -9,7 +9,6 @@ import json
 import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from faults.management import Management
 from faults.nemesis.view import ManagementView
 from faults.process import LocalProcesses
 from faults.topology import NodeAddress, Topology
-from harness.process_node import NodeProcess
+from harness.process_node import NodeProcess, start_all
 
 TICK = 0.2  # heartbeats every 0.2 s; a peer is down after 4 missed ticks
 SEED = 20240611
@@ -86,12 +85,6 @@ def reserved_ports(count: int) -> Iterator[list[int]]:
             sock.close()
 
 
-def _start_all(nodes: Sequence[NodeProcess]) -> None:
-    with ThreadPoolExecutor(len(nodes)) as pool:
-        for future in [pool.submit(node.start) for node in nodes]:
-            future.result()
-
-
 @contextlib.contextmanager
 def running_cluster(tmp_path: Path, names: Sequence[str] = ("n1", "n2", "n3"),
                     clients: Sequence[tuple[str, str]] = ()) -> Iterator[LiveCluster]:
@@ -111,7 +104,7 @@ def running_cluster(tmp_path: Path, names: Sequence[str] = ("n1", "n2", "n3"),
         try:
             for name, node in nodes.items():
                 node.peers = topology.peers(name)
-            _start_all(list(nodes.values()))
+            start_all(list(nodes.values()))
             cluster = LiveCluster(nodes, topology, client, LocalProcesses(nodes))
             cluster.wait_formed()
             yield cluster
