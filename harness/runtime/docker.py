@@ -12,7 +12,10 @@ network per run (SPEC §4.1).
   and proxies are reached at the toxiproxy container's bridge address (Linux routes
   the host to its bridges): client proxies are made during a run at ports known only
   then, which cannot be published after the container exists, and the toxiproxy
-  container is never restarted, so its address holds.
+  container is never restarted, so its address holds. When a heal is verified the
+  harness dials nodes' cluster and AMQP ports directly too: at the address their
+  container has on the bridge at that moment (`ContainerProbe`), as names resolve only
+  inside the network.
 * Each node's data directory is bind-mounted from ``base_dir/<node>``, so a restarted
   node keeps its data and the files outlive the container; the node runs as the
   harness's own user so those files stay the harness's to read and delete.
@@ -24,6 +27,7 @@ network per run (SPEC §4.1).
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import shutil
 import tempfile
@@ -32,12 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from docker.client import DockerClient
+from docker.errors import DockerException
 from docker.models.containers import Container
 
-from faults.client import ToxiproxyClient, ToxiproxyError
+from faults.client import Probe, ToxiproxyClient, ToxiproxyError, split_address
 from faults.process import ProcessControlError
 from faults.process.docker import ContainerNode, DockerProcesses
-from faults.topology import NodeAddress, Topology
+from faults.topology import AMQP_PROBE, NODE_LINK_PROBE, NodeAddress, Topology
 from harness import image
 from harness.process_node import free_port
 
@@ -142,7 +147,10 @@ class DockerRuntime:
         _wait_toxiproxy(client, spec, toxiproxy)
         addresses = [NodeAddress(node, container_name(spec.run_id, node), CLUSTER_PORT,
                                  AMQP_PORT) for node in spec.nodes]
-        topology = Topology.create(toxiproxy, addresses, listen_host=proxy_host)
+        topology = Topology.create(
+            toxiproxy, addresses, listen_host=proxy_host,
+            node_probe=ContainerProbe(client, network, NODE_LINK_PROBE),
+            client_probe=ContainerProbe(client, network, AMQP_PROBE))
         nodes = {}
         for node in spec.nodes:
             amqp, mgmt = free_port(HOST), free_port(HOST)
@@ -173,6 +181,25 @@ class DockerRuntime:
         wait_formed({node: cluster.mgmt_url(node) for node in spec.nodes},
                     spec.start_timeout, control.log_tail)
         return cluster
+
+
+class ContainerProbe:
+    """A probe run from the host: an address naming a container is dialled at that
+    container's address on the run's network now; a stopped one does not answer."""
+
+    def __init__(self, client: DockerClient, network: str, probe: Probe) -> None:
+        self.client, self.network, self.probe = client, network, probe
+
+    def __call__(self, address: str, timeout: float) -> bool:
+        host, port = split_address(address)
+        with contextlib.suppress(ValueError):
+            ipaddress.ip_address(host)
+            return self.probe(address, timeout)
+        try:
+            ip = _bridge_address(self.client.containers.get(host), self.network)
+        except (DockerException, ClusterStartError, KeyError):
+            return False
+        return self.probe(f"{ip}:{port}", timeout)
 
 
 def _bridge_address(container: Container, network: str) -> str:

@@ -90,6 +90,16 @@ def test_node_links_and_client_links_go_through_toxiproxy(cluster: DockerCluster
     assert amqp_answers(*address)
 
 
+def test_a_heal_can_dial_each_links_upstream_from_the_harness(cluster: DockerCluster) -> None:
+    """Upstreams are container names, which resolve only on the run's network: the
+    heal verifier's probes dial them at the containers' bridge addresses."""
+    cluster.client_address("c2", "n2")
+    for link in cluster.topology.links:
+        spec = cluster.topology.spec(link)
+        assert spec.probe(spec.upstream, 2.0), f"{link.name}: {spec.upstream}"
+        assert spec.probe(spec.address, 2.0), f"{link.name}: {spec.address}"
+
+
 def test_collect_copies_each_nodes_log_and_events(cluster: DockerCluster,
                                                   tmp_path: Path) -> None:
     cluster.collect(tmp_path)
