@@ -60,7 +60,8 @@ def _up(args: argparse.Namespace) -> int:
         return 2
     spec = ClusterSpec.of(args.nodes, seed=args.seed)
     try:
-        runtime = DockerRuntime(detached=True) if args.runtime == "docker" else ProcessRuntime()
+        runtime = (DockerRuntime(detached=True) if args.runtime == "docker"
+                   else ProcessRuntime(detached=True))
         cluster = runtime.start(spec)
     except ClusterStartError as exc:
         print(f"mirrorchaos cluster: {exc}", file=sys.stderr)

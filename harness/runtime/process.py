@@ -6,7 +6,8 @@ local on Linux) so node addresses read like a real cluster's; where the kernel r
 those, every node uses 127.0.0.1. Toxiproxy is whatever `find_toxiproxy` finds, else
 the project's own server as a subprocess, with its proxies on 127.0.0.1. Processes run
 in sessions of their own, so a detached cluster (`mirrorchaos cluster up`) outlives
-the command; `record` describes it for `stop_recorded`.
+the command; `record` describes it for `stop_recorded`. Any other run is written in
+the `ledger` while it lives, and the next runtime stops it if its harness died.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from faults.process import LocalProcesses, ProcessState
 from faults.topology import NodeAddress, Topology
 from harness.process_node import NodeProcess, NodeStartError, start_all
 
+from . import ledger
 from .base import ClusterSpec, ClusterStartError
 from .common import ClusterBase, wait_formed
 
@@ -114,6 +116,10 @@ class ProcessCluster(ClusterBase):
         if self._stopped:
             return
         self._stopped = True
+        self._stop()
+        ledger.leave(self.spec.run_id)
+
+    def _stop(self) -> None:
         for node in self.processes:
             # A stopped process cannot act on SIGTERM until it runs again.
             if self._control.state(node) is ProcessState.PAUSED:
@@ -130,9 +136,16 @@ class ProcessCluster(ClusterBase):
 
 
 class ProcessRuntime:
+    """``detached``: the cluster is meant to outlive this process (`mirrorchaos cluster
+    up`); it is not in the ledger, and only ``cluster down`` removes it."""
+
     name = "process"
 
+    def __init__(self, *, detached: bool = False) -> None:
+        self.detached = detached
+
     def start(self, spec: ClusterSpec) -> ProcessCluster:
+        ledger.reap(stop_recorded)
         own_base = spec.base_dir is None
         base_dir = Path(tempfile.mkdtemp(prefix=f"mirrorchaos-{spec.run_id}-")) \
             if spec.base_dir is None else spec.base_dir
@@ -165,6 +178,8 @@ class ProcessRuntime:
                 shutil.rmtree(base_dir, ignore_errors=True)
             raise
         cluster = ProcessCluster(spec, base_dir, own_base, handle, topology, processes)
+        if not self.detached:
+            ledger.enter(spec.run_id, cluster.record())
         try:
             for name, process in processes.items():
                 process.peers = topology.peers(name)
@@ -194,11 +209,11 @@ def stop_recorded(record: dict[str, Any]) -> None:
         for name in record["proxies"]:
             with contextlib.suppress(NotFound):
                 client.delete_proxy(name)
-    procs = []
+    procs = _node_processes(Path(record["base_dir"]))
     for identity in record["processes"].values():
         with contextlib.suppress(psutil.NoSuchProcess):
             process = psutil.Process(identity["pid"])
-            if process.create_time() == identity["started"]:
+            if process.create_time() == identity["started"] and process not in procs:
                 procs.append(process)
     for process in procs:
         with contextlib.suppress(psutil.NoSuchProcess):
@@ -211,3 +226,17 @@ def stop_recorded(record: dict[str, Any]) -> None:
     psutil.wait_procs(alive, timeout=STOP_TIMEOUT)
     if record.get("own_base"):
         shutil.rmtree(record["base_dir"], ignore_errors=True)
+
+
+def _node_processes(base_dir: Path) -> list[psutil.Process]:
+    """Node processes whose data directory is in ``base_dir``: found by their command
+    line, so a node restarted during the run (a new pid) is found too."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        command = process.info["cmdline"] or []
+        if "cluster.node" not in command:
+            continue
+        with contextlib.suppress(ValueError, IndexError):
+            if Path(command[command.index("--data-dir") + 1]).parent == base_dir:
+                found.append(process)
+    return found

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,10 +19,11 @@ import pytest
 from faults.management import Management
 from faults.process import ProcessState
 from harness.process_node import amqp_answers, http_answers
-from harness.runtime import ClusterSpec, ClusterStartError
-from harness.runtime.process import ProcessCluster, ProcessRuntime
+from harness.runtime import ClusterSpec, ClusterStartError, ledger
+from harness.runtime.process import ProcessCluster, ProcessRuntime, stop_recorded
 
 TICK = 0.2
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
@@ -119,6 +125,27 @@ def test_stop_leaves_no_process_or_proxy(tmp_path: Path) -> None:
     for pid in pids:
         assert not psutil.pid_exists(pid)
     assert not base.exists()
+
+
+def test_the_next_runtime_stops_what_a_sigkilled_harness_left(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # a ledger of our own
+    holder = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests/runtime/hold_process_cluster.py")], cwd=ROOT,
+        stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)})
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+    left = psutil.Process(holder.pid).children(recursive=True)
+    assert len(left) == 3, "two nodes and the toxiproxy"
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    assert all(p.is_running() for p in left), "nodes outlive their harness"
+    assert len(ledger.reap(stop_recorded)) == 1
+    wait_until(lambda: not any(p.is_running() for p in left), "the left processes to stop")
+    assert list(ledger.ledger_dir().iterdir()) == []
+    run_dirs = [p for p in tmp_path.iterdir()
+                if p.name.startswith("mirrorchaos-") and p != ledger.ledger_dir()]
+    assert run_dirs == [], "the run's own directory is removed too"
 
 
 def test_a_node_that_cannot_start_fails_the_start_with_its_log_tail(tmp_path: Path) -> None:
