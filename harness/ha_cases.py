@@ -471,7 +471,7 @@ class CancelOutcome:
 
 
 def sync_cancelled(nodes: Mapping[str, NodeAccess], control: ProcessControl, *, master: str,
-                   queue: str = "ha.cancel", messages: int = 20_000) -> CancelOutcome:
+                   queue: str = "ha.cancel", messages: int = 5_000) -> CancelOutcome:
     """``cancel_sync_queue`` during a sync in batches of one: the mirrors stay
     unsynchronised and the master says the sync was cancelled."""
     unsynchronised_mirrors(nodes, control, master=master, queue=queue, messages=messages,
