@@ -13,6 +13,9 @@ with ``--formatter json``. Erlang pids have no counterpart here, so ``pid``,
 ``<rabbit@n1>``. Exit codes are rabbitmqctl's: 64 usage, 69 node unreachable or its app
 stopped, 70 the node refused or failed the request.
 
+``forget_cluster_node --offline --data-dir DIR NODE`` needs no node: it edits a stopped
+node's files so that it no longer waits for NODE at start.
+
 Only the standard library is used, so mqctl runs wherever Python does.
 """
 
@@ -29,10 +32,14 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
+from pathlib import Path
 from typing import Any, NoReturn
+
+from cluster.peer.boot import BootError, LastRunningFile
 
 EX_OK = 0
 EX_USAGE = 64
+EX_DATAERR = 65
 EX_UNAVAILABLE = 69
 EX_SOFTWARE = 70
 
@@ -376,12 +383,31 @@ def _node_action(action: str, banner: str) -> Run:
 
 
 def forget_cluster_node(ctl: Ctl, args: argparse.Namespace) -> None:
+    if args.offline:
+        _forget_offline(ctl, args.data_dir, args.target)
+        return
     node = ctl.node_name()
     ctl.info(f"Removing node {args.target} from the cluster")
-    # --offline is accepted as rabbitmqctl takes it, but this node's app must be running:
-    # the forgetting goes through its cluster state.
     ctl.client.post(f"/api/nodes/{_quote(node)}/actions",
                     {"action": "forget_cluster_node", "node": args.target})
+
+
+def _forget_offline(ctl: Ctl, data_dir: Path | None, target: str) -> None:
+    """On a stopped node's data directory: it no longer waits for ``target`` at start,
+    so it can start first when the node that stopped last cannot."""
+    if data_dir is None:
+        raise CtlError("--offline works on a stopped node's files: give its --data-dir",
+                       EX_USAGE)
+    file = LastRunningFile(data_dir / "cluster.json")
+    try:
+        waited_for = file.load()
+    except BootError as error:
+        raise CtlError(str(error), EX_DATAERR) from error
+    if target not in waited_for:
+        raise CtlError(f"{target} is not among the nodes {data_dir} waits for at start "
+                       f"({', '.join(sorted(waited_for)) or 'none'})", EX_DATAERR)
+    ctl.info(f"Removing node {target} from the cluster, offline, in {data_dir}")
+    file.save(waited_for - {target})
 
 
 def _queue_action(action: str, banner: str) -> Run:
@@ -470,9 +496,12 @@ def build_parser() -> argparse.ArgumentParser:
             "stop the broker application, leaving the management API up")
     command("start_app", _node_action("start_app", "Starting node {node} ..."),
             "start the broker application")
-    command("forget_cluster_node", forget_cluster_node,
-            "remove a stopped node from the cluster", "target").add_argument(
-        "--offline", action="store_true", help="accepted for rabbitmqctl compatibility")
+    forget = command("forget_cluster_node", forget_cluster_node,
+                     "remove a stopped node from the cluster", "target")
+    forget.add_argument(
+        "--offline", action="store_true",
+        help="on a stopped node (its --data-dir): stop waiting for TARGET at start")
+    forget.add_argument("--data-dir", type=Path, help="the stopped node's data directory")
     command("sync_queue",
             _queue_action("sync", "Synchronising queue '{name}' in vhost '{vhost}' ..."),
             "synchronise a mirrored queue's mirrors", "name", vhost=True)

@@ -13,6 +13,7 @@ import pika
 import pika.exceptions
 import pytest
 
+from cluster import mqctl
 from faults.management import Management
 from faults.nemesis import Op, QueueAdminNemesis
 from faults.process.local import LocalProcesses
@@ -275,6 +276,28 @@ def test_a_node_that_stopped_before_its_peers_refuses_to_start_alone_unless_forc
     # The documented cost of forcing it: the copy it serves lacks what was published
     # after it stopped.
     assert message_count(nodes["n1"], "ha.order") == 1
+
+
+def test_forgetting_the_last_node_offline_lets_another_start_first(
+    cluster: tuple[dict[str, NodeAccess], LocalProcesses],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """rabbitmqctl's way out when the node that stopped last cannot come back."""
+    nodes, control = cluster
+    declare_mirrored(nodes, "n1", "ha.offline")
+    publish(nodes["n1"], "ha.offline", [b"m%d" % i for i in range(10)])
+    for name in NAMES:
+        control.stop(name, timeout=10.0)
+    data_dir = control.node("n2").data_dir
+    assert mqctl.main(["forget_cluster_node", "--offline", "n3"]) == mqctl.EX_USAGE
+    assert mqctl.main(["forget_cluster_node", "--offline", "--data-dir", str(data_dir),
+                       "n1"]) == mqctl.EX_DATAERR
+    assert "n1 is not among the nodes" in capsys.readouterr().err
+    assert mqctl.main(["forget_cluster_node", "--offline", "--data-dir", str(data_dir),
+                       "n3"]) == 0
+    control.node("n2").extra_args = ["--peer-wait", "1"]
+    control.start("n2")  # would refuse, waiting for n3
+    assert message_count(nodes["n2"], "ha.offline") == 10
 
 
 def test_a_cluster_that_crashed_at_once_starts_again_together(
