@@ -1,7 +1,11 @@
 """``duplicated``: messages delivered more than once.
 
-A later delivery flagged ``redelivered`` is what the broker promises after a requeue
-(allowed, still counted); a later delivery without the flag is a violation.
+A redelivery flagged ``redelivered`` is what the broker promises after a requeue
+(allowed, still counted); a redelivery without the flag is a violation. Only the
+broker's first delivery of a message may lack the flag, but which delivery was first
+the harness sees only within one connection: a consumer whose connection the broker
+closes may read a delivery from its socket after another consumer has read the
+requeued, flagged copy. So the violation is a second delivery without the flag.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from collections.abc import Mapping
 
 from harness.checker.anomalies import Grouper
 from harness.checker.compose import Streaming
+from harness.checker.ledger import UNFLAGGED
 from harness.checker.protocol import Handler, Observer
 from harness.checker.result import Result
 from harness.checker.run import Run
@@ -39,7 +44,7 @@ class _Duplicates:
             self.redelivered += 1
             return
         log = self.run.log
-        if log is not None and log.count[ev.seq]:
+        if log is not None and log.flags[ev.seq] & UNFLAGGED:
             self.unflagged.add("duplicate", ev.msg, "delivered again without redelivered=true",
                                log.sent[ev.seq], ev.time, ev.queue)
 

@@ -20,6 +20,7 @@ FAILED = 8  # the client knows it was never sent
 INFO = 16  # an outcome was reported unknown (timeout, connection lost)
 ACKED = 32  # a consumer acked a delivery of it
 TRANSIENT = 64  # not persistent, or its queue is not durable: a restart forgets it
+UNFLAGGED = 128  # delivered without redelivered=true at least once
 
 
 

@@ -12,7 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.checker.ledger import ACKED, CONFIRMED, FAILED, INFO, NACKED, Ledger, ProducerLog
+from harness.checker.ledger import (
+    ACKED,
+    CONFIRMED,
+    FAILED,
+    INFO,
+    NACKED,
+    UNFLAGGED,
+    Ledger,
+    ProducerLog,
+)
 from harness.checker.timeline import Timeline
 from harness.history.errors import InconsistentHistory
 from harness.history.model import NODE_OPS, Event, Header
@@ -84,6 +93,8 @@ class Run:
             count = log.count[ev.seq]
             if count < 255:  # saturating: "more than once" is what matters
                 log.count[ev.seq] = count + 1
+            if not ev.redelivered:
+                log.flags[ev.seq] |= UNFLAGGED
         self.timeline.consumed(ev)
 
     def _get(self, ev: Event) -> None:

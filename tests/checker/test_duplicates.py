@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.checker.histories import builder, run, violated
 
 
@@ -32,6 +34,22 @@ def test_a_second_delivery_without_the_flag_is_a_violation() -> None:
     assert violated(result, "duplicate") == ["p1-1"]
     assert result.counts["duplicated"] == 1 and result.counts["duplicated_unflagged"] == 1
     assert "without redelivered=true" in result.violations[0].explanation
+
+
+# The first case: the broker sent p1-1 to c2, closed c2's connection and requeued it to
+# c1, which read its flagged copy before c2 read the first one from its socket buffer.
+@pytest.mark.parametrize(("flagged", "valid"), [((True, False), True),
+                                                ((True, False, False), False)])
+def test_only_a_second_delivery_without_the_flag_is_a_violation(
+        flagged: tuple[bool, ...], valid: bool) -> None:
+    b = builder()
+    b.publish("p1-1")
+    for i, redelivered in enumerate(flagged, start=1):
+        b.deliver("p1-1", f"c{i}", redelivered=redelivered)
+    b.drain()
+    result = run(b)
+    assert result.valid is valid
+    assert result.counts["duplicated_unflagged"] == (0 if valid else 1)
 
 
 def test_a_first_seen_delivery_flagged_redelivered_is_not_a_duplicate() -> None:
