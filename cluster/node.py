@@ -143,6 +143,7 @@ class Node:
         self._remembered: frozenset[str] | None = None
         self._peers_changed = asyncio.Event()
         self._amqp_socket: socket.socket | None = None
+        self._closing_links = False
         self.peers: PeerNetwork | None = None
         if settings.cluster is not None:
             self.peers = PeerNetwork(settings.name, settings.cluster, self._peer_status,
@@ -344,6 +345,7 @@ class Node:
     async def stop(self) -> None:
         await self.stop_app()
         if self.peers is not None:
+            self._closing_links = True
             await self.peers.stop()
         if self.management is not None:
             await self.management.cleanup()  # type: ignore[attr-defined]
@@ -356,6 +358,8 @@ class Node:
         return self.incarnation, self.broker is not None
 
     def _peer_event(self, event: Event) -> None:
+        if self._closing_links:
+            return  # our own shutdown closes them: no news of the peers (nor a pause)
         if isinstance(event, PeerUp):
             self.events.emit("peer_up", peer=event.peer, incarnation=event.incarnation,
                              restarted=event.restarted)

@@ -98,6 +98,22 @@ def test_a_killed_node_is_seen_down_and_its_restart_is_not_a_partition(tmp_path:
             node.kill()
 
 
+def test_a_node_stopping_gracefully_reports_no_peer_loss_of_its_own(tmp_path: Path) -> None:
+    """Its own shutdown closes its links: that is no news of the peers, and no reason
+    to pause for lack of a majority."""
+    nodes = start_cluster(tmp_path, ["n1", "n2", "n3"], lambda s, d, port: f"127.0.0.1:{port}")
+    try:
+        nodes["n3"].extra_args = ["--partition-handling", "pause_minority"]
+        nodes["n3"].restart()
+        nodes["n3"].stop()
+        kinds = [json.loads(line)["event"] for line in
+                 (nodes["n3"].data_dir / "events.jsonl").read_text().splitlines()]
+        assert kinds[-2:] == ["app_stopped", "node_stopped"]
+    finally:
+        for node in nodes.values():
+            node.kill()
+
+
 def test_black_holed_links_partition_the_nodes_and_a_one_way_cut_is_one_sided(
     tmp_path: Path, toxiproxy_url: str
 ) -> None:
