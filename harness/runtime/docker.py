@@ -4,8 +4,10 @@ network per run (SPEC §4.1).
 * The image is `harness.image.node_image` (built offline, cached by content hash);
   toxiproxy is the project's own server run from the same image.
 * Nodes dial each other through toxiproxy's proxies at the toxiproxy container's
-  address; toxiproxy dials nodes by container name (the network's DNS answers at dial
-  time, so a node restarted at a new address is still found).
+  address; toxiproxy dials nodes by node name, each node container's alias on the
+  run's own network (the network's DNS answers at dial time, so a node restarted at a
+  new address is still found; container names, with the run id in them, can be longer
+  than the 63 characters a DNS label may have).
 * The harness reaches each node's AMQP and management ports as published on
   127.0.0.1 at ports chosen at start: published ports stay the same when a node's
   container is restarted, while its address on the bridge may change. Toxiproxy's API
@@ -32,6 +34,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -145,12 +148,12 @@ class DockerRuntime:
             name=container_name(spec.run_id, "toxiproxy"), **common), network)
         toxiproxy = ToxiproxyClient(f"http://{proxy_host}:{TOXIPROXY_PORT}")
         _wait_toxiproxy(client, spec, toxiproxy)
-        addresses = [NodeAddress(node, container_name(spec.run_id, node), CLUSTER_PORT,
-                                 AMQP_PORT) for node in spec.nodes]
+        addresses = [NodeAddress(node, node, CLUSTER_PORT, AMQP_PORT) for node in spec.nodes]
+        containers = {node: container_name(spec.run_id, node) for node in spec.nodes}
         topology = Topology.create(
             toxiproxy, addresses, listen_host=proxy_host,
-            node_probe=ContainerProbe(client, network, NODE_LINK_PROBE),
-            client_probe=ContainerProbe(client, network, AMQP_PROBE))
+            node_probe=ContainerProbe(client, network, containers, NODE_LINK_PROBE),
+            client_probe=ContainerProbe(client, network, containers, AMQP_PROBE))
         nodes = {}
         for node in spec.nodes:
             amqp, mgmt = free_port(HOST), free_port(HOST)
@@ -164,12 +167,14 @@ class DockerRuntime:
                       "--data-dir", "/data", "--cluster-port", str(CLUSTER_PORT),
                       "--tick", str(spec.tick), "--tick-count", str(spec.tick_count),
                       *peers, *spec.node_args],
-                name=container_name(spec.run_id, node), hostname=node,
+                name=containers[node], hostname=node,
+                networking_config={
+                    network: client.api.create_endpoint_config(aliases=[node])},
                 user=f"{os.getuid()}:{os.getgid()}",
                 volumes={str(data_dir): {"bind": "/data", "mode": "rw"}},
                 ports={f"{AMQP_PORT}/tcp": (HOST, amqp), f"{MGMT_PORT}/tcp": (HOST, mgmt)},
                 **common)
-            nodes[node] = ContainerNode(container_name(spec.run_id, node), (HOST, amqp),
+            nodes[node] = ContainerNode(containers[node], (HOST, amqp),
                                         f"http://{HOST}:{mgmt}")
         control = DockerProcesses(client, nodes, spec.start_timeout)
         cluster = DockerCluster(spec, client, base_dir, own_base, toxiproxy, topology, control)
@@ -184,11 +189,14 @@ class DockerRuntime:
 
 
 class ContainerProbe:
-    """A probe run from the host: an address naming a container is dialled at that
-    container's address on the run's network now; a stopped one does not answer."""
+    """A probe run from the host: an address naming a node (its alias on the run's
+    network) is dialled at its container's address there now; a stopped one does not
+    answer."""
 
-    def __init__(self, client: DockerClient, network: str, probe: Probe) -> None:
+    def __init__(self, client: DockerClient, network: str, containers: Mapping[str, str],
+                 probe: Probe) -> None:
         self.client, self.network, self.probe = client, network, probe
+        self.containers = dict(containers)
 
     def __call__(self, address: str, timeout: float) -> bool:
         host, port = split_address(address)
@@ -196,7 +204,8 @@ class ContainerProbe:
             ipaddress.ip_address(host)
             return self.probe(address, timeout)
         try:
-            ip = _bridge_address(self.client.containers.get(host), self.network)
+            container = self.client.containers.get(self.containers[host])
+            ip = _bridge_address(container, self.network)
         except (DockerException, ClusterStartError, KeyError):
             return False
         return self.probe(f"{ip}:{port}", timeout)

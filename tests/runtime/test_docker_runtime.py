@@ -48,7 +48,11 @@ def tag(client: DockerClient) -> str:
 @pytest.fixture(scope="module")
 def cluster(client: DockerClient, tag: str,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerCluster]:
-    spec = ClusterSpec.of(3, seed=3, tick=0.2, base_dir=tmp_path_factory.mktemp("run"))
+    # A run id as long as `mirrorchaos run` makes with a 19-digit seed: container names
+    # then exceed a DNS label's 63 characters, and nodes must still find each other.
+    run_id = f"consume-survives-kill-20261122T132344-seed3610685398447543117-{os.getpid()}"
+    spec = ClusterSpec.of(3, seed=3, tick=0.2, run_id=run_id,
+                          base_dir=tmp_path_factory.mktemp("run"))
     with DockerRuntime(client, image=tag).start(spec) as running:
         yield running
     assert run_objects(client, spec.run_id) == []
