@@ -36,6 +36,8 @@ class Message:
     def decode(cls, data: bytes) -> Message:
         exchange_len, key_len, header_len = _LENGTHS.unpack_from(data)
         offset = _LENGTHS.size + 1
+        if offset + exchange_len + key_len + header_len > len(data):
+            raise ValueError(f"a {len(data)}-byte message is shorter than its header says")
         exchange = data[offset : offset + exchange_len].decode()
         offset += exchange_len
         routing_key = data[offset : offset + key_len].decode()

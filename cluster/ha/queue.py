@@ -25,7 +25,6 @@ from cluster.core.queue import Entry, Queue
 from cluster.gm import GroupMember, LostMembership, View
 from cluster.ha.confirms import ConfirmWait
 from cluster.ha.record import Member, QueueRecord, node_of
-from cluster.ha.wire import message_from_text, message_text
 
 if TYPE_CHECKING:
     from cluster.amqp.channel import ChannelConsumer
@@ -192,7 +191,7 @@ class ClusterQueue:
         seq = copy.next_seq
         lsn = copy.enqueue(message)
         if len(self.record.view.members) > 1:
-            self.member.broadcast(["pub", seq, sender, pubid, want, message_text(message)])
+            self.member.broadcast(["pub", seq, sender, pubid, want, message])
             self.flush_gm()
         return lsn
 
@@ -253,8 +252,8 @@ class ClusterQueue:
             return
         kind = op[0]
         if kind == "pub":
-            _, seq, sender, pubid, want, text = op
-            lsn = copy.enqueue_at(seq, message_from_text(text))
+            _, seq, sender, pubid, want, message = op
+            lsn = copy.enqueue_at(seq, message)
             self.ordered_upto[sender] = max(self.ordered_upto.get(sender, 0), pubid)
             for key in [k for k in self.pending if k[0] == sender and k[1] <= pubid]:
                 del self.pending[key]
@@ -279,9 +278,9 @@ class ClusterQueue:
         if not batch:
             return
         have = {e.seq for e in copy.held(batch[0][0], batch[-1][0] + 1)}
-        for seq, delivered, owner, text in batch:
+        for seq, delivered, owner, message in batch:
             if seq not in have:
-                copy.insert_old(Entry(seq, message_from_text(text), delivered, owner or ""))
+                copy.insert_old(Entry(seq, message, delivered, owner or ""))
 
     def sync_batch(self, targets: list[Member], low: int, high: int, size: int) -> int:
         """Master: broadcast the next batch of messages older than the targets' joins,
@@ -292,8 +291,8 @@ class ClusterQueue:
         if not entries:
             return high
         self._broadcast(["sync", targets, [
-            [e.seq, e.delivered, e.owner if e.seq in copy.unacked else None,
-             message_text(e.message)] for e in entries]])
+            [e.seq, e.delivered, e.owner if e.seq in copy.unacked else None, e.message]
+            for e in entries]])
         return entries[-1].seq + 1
 
     def promote(self) -> None:

@@ -1,50 +1,120 @@
 """GM messages and replicated queue operations as bytes for peer links.
 
-GM payloads are queue operations (lists, JSON-able) in which message bodies travel as
-base64 text; a GM message is one JSON document carried as an envelope's payload, so
-its size is not bounded by the envelope header's.
+A GM message is a JSON skeleton followed by the raw bytes of the messages it carries:
+
+    u32 skeleton length | skeleton (JSON) | message bytes, one after the other
+
+Queue operations (lists) hold `Message` objects; in the skeleton each is a reference
+``{"$m": [offset, length]}`` into the bytes that follow, so message bodies are neither
+base64-encoded nor escaped into JSON, and the JSON is only the small part. A GM message
+is carried as an envelope's payload, so its size is not bounded by the envelope
+header's. Malformed input raises `CodecError` saying what was wrong.
 """
 
 from __future__ import annotations
 
-import base64
 import json
+import struct
 from typing import Any
 
 from cluster.core.message import Message
 from cluster.gm import Activity, CatchUp, Entry, GMMessage, Pub, SenderSnapshot
+from cluster.peer.codec import CodecError
+
+_SKELETON = struct.Struct(">I")
+_REF = "$m"
 
 
-def message_text(message: Message) -> str:
-    return base64.b64encode(message.encode()).decode()
+class _Skeleton:
+    """Encodes one GM message: each `Message` met is appended to ``parts``."""
+
+    __slots__ = ("encoder", "parts", "size")
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.encoder = json.JSONEncoder(separators=(",", ":"), default=self.reference)
+
+    def reference(self, value: object) -> dict[str, list[int]]:
+        if not isinstance(value, Message):
+            raise TypeError(f"a GM payload cannot carry {type(value).__name__}")
+        data = value.encode()
+        ref = {_REF: [self.size, len(data)]}
+        self.parts.append(data)
+        self.size += len(data)
+        return ref
 
 
-def message_from_text(text: str) -> Message:
-    return Message.decode(base64.b64decode(text))
-
-
-def _pub(pub: Pub) -> list[Any]:
-    return [pub.seq, pub.view, pub.payload]
+def _pubs(pubs: Any) -> list[list[Any]]:
+    return [[p.seq, p.view, p.payload] for p in pubs]
 
 
 def encode_gm(message: GMMessage) -> bytes:
     if isinstance(message, Activity):
         doc: dict[str, Any] = {"a": message.view_version, "e": [
-            [e.sender, [_pub(p) for p in e.pubs], e.ack] for e in message.entries]}
+            [e.sender, _pubs(e.pubs), e.ack] for e in message.entries]}
     else:
         doc = {"c": message.view_version, "s": {
-            sender: [[_pub(p) for p in snap.pending], snap.last_pub, snap.last_ack]
+            sender: [_pubs(snap.pending), snap.last_pub, snap.last_ack]
             for sender, snap in message.senders.items()}}
-    return json.dumps(doc, separators=(",", ":")).encode()
+    skeleton = _Skeleton()
+    text = skeleton.encoder.encode(doc).encode()
+    return b"".join((_SKELETON.pack(len(text)), text, *skeleton.parts))
 
 
 def decode_gm(data: bytes) -> GMMessage:
-    doc = json.loads(data)
-    if "a" in doc:
-        return Activity(int(doc["a"]), [
-            Entry(sender, [Pub(int(s), int(v), p) for s, v, p in pubs], int(ack))
-            for sender, pubs, ack in doc["e"]])
-    return CatchUp(int(doc["c"]), {
-        sender: SenderSnapshot(tuple(Pub(int(s), int(v), p) for s, v, p in pending),
-                               int(last_pub), int(last_ack))
-        for sender, (pending, last_pub, last_ack) in doc["s"].items()})
+    """The GM message in ``data``; `CodecError` if it is not one."""
+    if len(data) < _SKELETON.size:
+        raise CodecError(f"gm message of {len(data)} bytes is shorter than its header")
+    (length,) = _SKELETON.unpack_from(data)
+    blob_at = _SKELETON.size + length
+    if blob_at > len(data):
+        raise CodecError(f"gm skeleton of {length} bytes overruns a {len(data)}-byte message")
+    blob = data[blob_at:]
+
+    def message(obj: dict[str, Any]) -> Any:
+        ref = obj.get(_REF)
+        if ref is None:
+            return obj
+        start, size = ref
+        if type(start) is not int or type(size) is not int or start < 0 or size < 0 \
+                or start + size > len(blob):
+            raise CodecError(f"gm message reference {ref!r} outside its "
+                             f"{len(blob)} bytes of messages")
+        return Message.decode(blob[start:start + size])
+
+    try:
+        doc = json.loads(data[_SKELETON.size:blob_at], object_hook=message)
+        if not isinstance(doc, dict):
+            raise CodecError(f"gm skeleton is {type(doc).__name__}, not an object")
+        if "a" in doc:
+            return Activity(_int(doc["a"]), [
+                Entry(_member(sender), _decode_pubs(pubs), _int(ack))
+                for sender, pubs, ack in doc["e"]])
+        if "c" in doc:
+            return CatchUp(_int(doc["c"]), {
+                _member(sender): SenderSnapshot(tuple(_decode_pubs(pending)), _int(last_pub),
+                                                _int(last_ack))
+                for sender, (pending, last_pub, last_ack) in doc["s"].items()})
+    except CodecError:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError,
+            struct.error) as error:
+        raise CodecError(f"bad gm message: {error!r}") from error
+    raise CodecError(f"gm message is neither activity nor catch-up: keys {sorted(doc)}")
+
+
+def _decode_pubs(pubs: list[Any]) -> list[Pub]:
+    return [Pub(_int(seq), _int(view), payload) for seq, view, payload in pubs]
+
+
+def _int(value: object) -> int:
+    if type(value) is not int:
+        raise CodecError(f"gm message has {value!r} where a number belongs")
+    return value
+
+
+def _member(value: object) -> str:
+    if type(value) is not str:
+        raise CodecError(f"gm message has {value!r} where a member belongs")
+    return value
