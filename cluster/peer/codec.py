@@ -4,6 +4,10 @@
 
 The header is a JSON object whose ``"t"`` names the message type; the payload carries
 message bodies without re-encoding them.
+
+An envelope being sent may defer its payload (``deferred``): it is encoded only when the
+envelope is, so its sender can keep adding to it until then (a batch that grows while
+the envelope waits in an outbox). Received envelopes always have their payload.
 """
 
 from __future__ import annotations
@@ -11,14 +15,21 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 _LENGTHS = struct.Struct(">IH")
 MAX_FRAME = 256 * 1024 * 1024
+_HEADER = json.JSONEncoder(separators=(",", ":"))
 
 
 class CodecError(ValueError):
     """A peer sent bytes that are not a valid frame; the link is closed."""
+
+
+class Deferred(Protocol):
+    """A payload encoded when its envelope is sent."""
+
+    def encode(self) -> bytes: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,15 +37,16 @@ class Envelope:
     type: str
     fields: dict[str, Any] = field(default_factory=dict)
     payload: bytes = b""
+    deferred: Deferred | None = field(default=None, compare=False, repr=False)
 
 
 def encode(envelope: Envelope) -> bytes:
-    header = json.dumps({"t": envelope.type, **envelope.fields},
-                        separators=(",", ":")).encode()
+    header = _HEADER.encode({"t": envelope.type, **envelope.fields}).encode()
     if len(header) > 0xFFFF:
         raise CodecError(f"{envelope.type} header of {len(header)} bytes is too large")
-    return (_LENGTHS.pack(2 + len(header) + len(envelope.payload), len(header)) + header
-            + envelope.payload)
+    payload = envelope.payload if envelope.deferred is None else envelope.deferred.encode()
+    return b"".join((_LENGTHS.pack(2 + len(header) + len(payload), len(header)), header,
+                     payload))
 
 
 class FrameBuffer:
@@ -45,26 +57,36 @@ class FrameBuffer:
 
     def feed(self, data: bytes) -> list[Envelope]:
         buffer = self._buffer
-        buffer += data
+        if buffer:
+            buffer += data
+            source: bytes | bytearray = buffer
+        else:
+            source = data  # the common case: no partial frame waiting, no copy of it
         out = []
         offset = 0
-        while len(buffer) - offset >= _LENGTHS.size:
-            length, header_length = _LENGTHS.unpack_from(buffer, offset)
-            if length > MAX_FRAME or header_length + 2 > length:
-                raise CodecError(f"frame of {length} bytes with a {header_length}-byte header")
-            end = offset + 4 + length
-            if end > len(buffer):
-                break
-            header_end = offset + _LENGTHS.size + header_length
-            try:
-                header = json.loads(bytes(buffer[offset + _LENGTHS.size:header_end]))
-                kind = header.pop("t")
-            except (ValueError, KeyError, AttributeError, TypeError) as error:
-                raise CodecError(f"bad frame header: {error!r}") from error
-            if not isinstance(kind, str):
-                raise CodecError(f"frame type must be a string, got {kind!r}")
-            out.append(Envelope(kind, header, bytes(buffer[header_end:end])))
-            offset = end
-        if offset:
-            del buffer[:offset]
+        size = len(source)
+        with memoryview(source) as view:
+            while size - offset >= _LENGTHS.size:
+                length, header_length = _LENGTHS.unpack_from(source, offset)
+                if length > MAX_FRAME or header_length + 2 > length:
+                    raise CodecError(f"frame of {length} bytes with a {header_length}-byte "
+                                     f"header")
+                end = offset + 4 + length
+                if end > size:
+                    break
+                header_end = offset + _LENGTHS.size + header_length
+                try:
+                    header = json.loads(str(view[offset + _LENGTHS.size:header_end], "utf-8"))
+                    kind = header.pop("t")
+                except (ValueError, KeyError, AttributeError, TypeError) as error:
+                    raise CodecError(f"bad frame header: {error!r}") from error
+                if not isinstance(kind, str):
+                    raise CodecError(f"frame type must be a string, got {kind!r}")
+                out.append(Envelope(kind, header, bytes(view[header_end:end])))
+                offset = end
+        if source is buffer:
+            if offset:
+                del buffer[:offset]
+        elif offset < size:
+            buffer += data[offset:]
         return out
