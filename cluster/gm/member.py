@@ -327,15 +327,7 @@ class GroupMember:
         if self._open is None:
             self._open = Activity(self._current_view().version, [])
             self._outbox.append((self._right, self._open))
-        entries = self._open.entries
-        if entries and entries[-1].sender == sender:
-            # Acks are watermarks applied after the pubs, so two consecutive entries of
-            # one sender say the same as one with both pub lists and the higher ack.
-            last = entries[-1]
-            last.pubs.extend(pubs)
-            last.ack = max(last.ack, ack)
-        else:
-            entries.append(Entry(sender, list(pubs), ack))
+        self._open.add(sender, pubs, ack)
 
     def _send(self, message: GMMessage) -> None:
         self._open = None  # later activity must follow this message, not precede it

@@ -52,6 +52,18 @@ class Activity:
     view_version: int
     entries: list[Entry]
 
+    def add(self, sender: MemberId, pubs: list[Pub], ack: int) -> None:
+        """Append an entry. Acks are watermarks applied after the pubs, so two
+        consecutive entries of one sender say the same as one with both pub lists and
+        the higher ack: they are merged."""
+        entries = self.entries
+        if entries and entries[-1].sender == sender:
+            last = entries[-1]
+            last.pubs.extend(pubs)
+            last.ack = max(last.ack, ack)
+        else:
+            entries.append(Entry(sender, list(pubs), ack))
+
 
 @dataclass(frozen=True, slots=True)
 class SenderSnapshot:

@@ -31,7 +31,7 @@ from cluster.ha.record import (
     queue_key,
     wanted_mirror_nodes,
 )
-from cluster.ha.wire import decode_gm, encode_gm
+from cluster.ha.wire import OutgoingGM, decode_gm
 from cluster.meta.replica import Key, Replica, Update
 from cluster.peer.codec import Envelope
 
@@ -778,10 +778,12 @@ class Coordinator:
         member.receive(fields["fr"], message)
         queue.flush_gm()
 
-    def send_gm(self, queue: ClusterQueue, target: Member, message: GMMessage) -> None:
+    def send_gm(self, queue: ClusterQueue, target: Member, message: GMMessage) -> OutgoingGM:
+        out = OutgoingGM(message)
         self.send(node_of(target), Envelope("gm", {
             "q": [queue.vhost, queue.name], "u": queue.record.uid, "to": target,
-            "fr": queue.me}, encode_gm(message)))
+            "fr": queue.me}, deferred=out))
+        return out
 
     # -- shutdown -----------------------------------------------------------------------
 

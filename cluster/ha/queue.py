@@ -25,6 +25,7 @@ from cluster.core.queue import Entry, Queue
 from cluster.gm import GroupMember, LostMembership, View
 from cluster.ha.confirms import ConfirmWait
 from cluster.ha.record import Member, QueueRecord, node_of
+from cluster.ha.wire import OutgoingGM
 
 if TYPE_CHECKING:
     from cluster.amqp.channel import ChannelConsumer
@@ -89,6 +90,8 @@ class ClusterQueue:
         self.pending: dict[tuple[str, int], tuple[Message, bool]] = {}
         self.ordered_upto: dict[str, int] = {}
         self.deleted = False
+        # The GM message this replica sent last, while it may still grow (flush_gm).
+        self._last_gm: tuple[list[Any], GroupMember, Member, OutgoingGM] | None = None
 
     # -- role -----------------------------------------------------------------------------
 
@@ -239,8 +242,18 @@ class ClusterQueue:
         member = self.member
         if member is None:
             return
+        coordinator = self.coordinator
         for target, message in member.take_outbox():
-            self.coordinator.send_gm(self, target, message)
+            # Activity for the member our last GM message went to joins that message
+            # while it waits in the coordinator's outbox (the same outbox list: the
+            # shell has not taken it), so a batch of input makes one GM message per
+            # hop, not one per broadcast.
+            last = self._last_gm
+            if (last is not None and last[0] is coordinator.outbox and last[1] is member
+                    and last[2] == target and last[3].absorb(message)):
+                continue
+            out = coordinator.send_gm(self, target, message)
+            self._last_gm = (coordinator.outbox, member, target, out)
         for sender, op in member.take_deliveries():
             if sender != self.me:
                 self.apply(op)  # type: ignore[arg-type]

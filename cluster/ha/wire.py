@@ -62,6 +62,31 @@ def encode_gm(message: GMMessage) -> bytes:
     return b"".join((_SKELETON.pack(len(text)), text, *skeleton.parts))
 
 
+class OutgoingGM:
+    """A GM message in an envelope not sent yet (a `Deferred` payload): it is encoded
+    when the envelope is, and until then later activity for the same member may join
+    it (``absorb``), so that one envelope carries what a batch of input produced."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: GMMessage) -> None:
+        self.message = message
+
+    def encode(self) -> bytes:
+        return encode_gm(self.message)
+
+    def absorb(self, later: GMMessage) -> bool:
+        """Merge ``later``, the next message for the same member, into this one; False
+        (nothing done) when one of them is not activity or their views differ."""
+        mine = self.message
+        if not (isinstance(mine, Activity) and isinstance(later, Activity)
+                and mine.view_version == later.view_version):
+            return False
+        for entry in later.entries:
+            mine.add(entry.sender, entry.pubs, entry.ack)
+        return True
+
+
 def decode_gm(data: bytes) -> GMMessage:
     """The GM message in ``data``; `CodecError` if it is not one."""
     if len(data) < _SKELETON.size:

@@ -1,4 +1,5 @@
-"""GM messages as bytes on peer links: raw message bodies, and clear errors for junk."""
+"""GM messages as bytes on peer links: raw message bodies, activity that grows until
+sent, and clear errors for junk."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from cluster.core.message import Message
 from cluster.gm import Activity, CatchUp, Entry, Pub, SenderSnapshot
-from cluster.ha.wire import decode_gm, encode_gm
+from cluster.ha.wire import OutgoingGM, decode_gm, encode_gm
 from cluster.peer.codec import CodecError
 
 BODY = bytes(range(256)) * 4  # every byte value, as a body may hold
@@ -80,4 +81,17 @@ def test_malformed_gm_messages_are_codec_errors(data: bytes, says: str) -> None:
 def test_a_payload_that_is_not_json_or_a_message_cannot_be_sent() -> None:
     with pytest.raises(TypeError, match="cannot carry"):
         encode_gm(Activity(1, [Entry("n1/a", [Pub(0, 1, object())], -1)]))
+
+
+def test_later_activity_joins_an_outgoing_message_of_the_same_view() -> None:
+    first = Activity(2, [Entry("n1/a", [Pub(0, 2, "x")], -1)])
+    out = OutgoingGM(first)
+    assert out.absorb(Activity(2, [Entry("n1/a", [Pub(1, 2, "y")], 0),
+                                   Entry("n2/b", [], 3)]))
+    assert out.message == Activity(2, [Entry("n1/a", [Pub(0, 2, "x"), Pub(1, 2, "y")], 0),
+                                       Entry("n2/b", [], 3)])
+    assert decode_gm(out.encode()) == out.message
+    assert not out.absorb(Activity(3, [Entry("n1/a", [Pub(2, 3, "z")], -1)]))
+    assert not out.absorb(CatchUp(2, {}))
+    assert not OutgoingGM(CatchUp(2, {})).absorb(Activity(2, []))
 
