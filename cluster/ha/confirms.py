@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
+from cluster.peer.codec import CodecError
+
 ReplicaRef = tuple[str, str]  # (queue declaration uid, node)
 
 
@@ -43,3 +47,41 @@ class ConfirmWait:
         if gone:
             self.outstanding -= gone
             self.confirmed += 1
+
+
+class ConfirmBatch:
+    """Confirms for one node's publishers, in one ``q.confirm`` envelope: its payload
+    (a `Deferred`), encoded when the envelope is sent, maps each sender to the queue
+    declarations (uids) that hold which of its publish ids."""
+
+    __slots__ = ("senders",)
+
+    def __init__(self) -> None:
+        self.senders: dict[str, dict[str, list[int]]] = {}
+
+    def add(self, sender: str, uid: str, pubid: int) -> None:
+        self.senders.setdefault(sender, {}).setdefault(uid, []).append(pubid)
+
+    def encode(self) -> bytes:
+        return json.dumps(self.senders, separators=(",", ":")).encode()
+
+
+def decode_confirms(data: bytes) -> list[tuple[str, str, list[int]]]:
+    """(sender, uid, publish ids) from a ``q.confirm`` payload; `CodecError` if it is
+    not one."""
+    try:
+        senders = json.loads(data)
+    except ValueError as error:
+        raise CodecError(f"bad q.confirm payload: {error!r}") from error
+    if not isinstance(senders, dict):
+        raise CodecError(f"q.confirm payload is {type(senders).__name__}, not an object")
+    out = []
+    for sender, uids in senders.items():
+        if not isinstance(uids, dict):
+            raise CodecError(f"q.confirm for {sender!r} is {uids!r}, not an object")
+        for uid, pubids in uids.items():
+            if not isinstance(pubids, list) or not all(type(i) is int for i in pubids):
+                raise CodecError(f"q.confirm for {sender!r} in {uid!r} has {pubids!r}, "
+                                 f"not publish ids")
+            out.append((sender, uid, pubids))
+    return out

@@ -20,7 +20,7 @@ from cluster.core.message import Message
 from cluster.core.queue import Entry, Queue
 from cluster.gm import GMMessage, View
 from cluster.ha import entities
-from cluster.ha.confirms import ConfirmWait, ReplicaRef
+from cluster.ha.confirms import ConfirmBatch, ConfirmWait, ReplicaRef, decode_confirms
 from cluster.ha.queue import ClusterQueue, ConsumerProxy, consumer_key
 from cluster.ha.record import (
     Member,
@@ -551,16 +551,34 @@ class Coordinator:
     def _confirm(self, sender: str, pubid: int, uid: str) -> None:
         node = sender.partition("|")[0]
         if node == self.node:
-            self._heard(sender, pubid, (uid, self.node))
-        else:
-            self.send(node, Envelope("q.confirm", {"s": sender, "i": pubid, "n": self.node,
-                                                   "u": uid}))
+            self._heard(sender, [pubid], (uid, self.node))
+            return
+        # Confirms join the q.confirm envelope queued last for their node, unless
+        # something else was queued for it since (the link's order is kept).
+        for peer, envelope in reversed(self.outbox[-8:]):
+            if peer == node:
+                if isinstance(envelope.deferred, ConfirmBatch):
+                    envelope.deferred.add(sender, uid, pubid)
+                    return
+                break
+        batch = ConfirmBatch()
+        batch.add(sender, uid, pubid)
+        self.send(node, Envelope("q.confirm", {"n": self.node}, deferred=batch))
 
-    def _heard(self, sender: str, pubid: int, replica: ReplicaRef) -> None:
-        wait = self.waits.get(sender, {}).get(pubid)
-        if wait is not None:
-            wait.heard(replica)
-            self._maybe_done(sender, pubid, wait)
+    def _heard(self, sender: str, pubids: list[int], replica: ReplicaRef) -> None:
+        waits = self.waits.get(sender)
+        if waits is None:
+            return
+        done = False
+        for pubid in pubids:
+            wait = waits.get(pubid)
+            if wait is not None:
+                wait.heard(replica)
+                if wait.done:
+                    del waits[pubid]
+                    done = True
+        if done:
+            self.broker.confirm_waits_changed(sender)
 
     def _maybe_done(self, sender: str, pubid: int, wait: ConfirmWait) -> None:
         if wait.done:
@@ -711,7 +729,8 @@ class Coordinator:
             self._received_meta(peer, envelope.payload)
             return
         if kind == "q.confirm":
-            self._heard(fields["s"], fields["i"], (fields["u"], fields["n"]))
+            for sender, uid, pubids in decode_confirms(envelope.payload):
+                self._heard(sender, pubids, (uid, fields["n"]))
             return
         if kind == "q.reply":
             call = self._calls.pop(fields["id"], None)

@@ -9,7 +9,7 @@ to and from it and tells the others it is down.
 from __future__ import annotations
 
 import random
-from collections import deque
+from collections import Counter, deque
 from itertools import permutations
 
 from cluster.core.broker import Broker, BrokerConfig
@@ -35,6 +35,8 @@ class SimCluster:
         self.alive = set(names)
         self.links: dict[tuple[str, str], deque[bytes]] = {
             pair: deque() for pair in permutations(names, 2)}
+        # Envelopes delivered so far, by (source, target, type).
+        self.delivered: Counter[tuple[str, str, str]] = Counter()
         for a, b in permutations(names, 2):
             self.coordinators[a].peer_up(b, f"i{seed}")
         self.pump()
@@ -67,6 +69,7 @@ class SimCluster:
         source, target = self.rng.choice(busy)
         data = self.links[(source, target)].popleft()
         (envelope,) = FrameBuffer().feed(data)
+        self.delivered[(source, target, envelope.type)] += 1
         self.coordinators[target].received(source, envelope)
         self.brokers[target].after_input()
         return True

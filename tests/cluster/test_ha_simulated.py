@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pamqp import commands
 
-from tests.amqp.memory_client import MemoryClient
+from tests.amqp.memory_client import MemoryClient, publish_frames
 from tests.cluster.simcluster import SimCluster
 
 
@@ -174,3 +174,26 @@ def test_a_queue_declared_again_is_a_new_group_whatever_was_in_flight(
     assert len(confirmed_tags(publisher)) == 20
     bodies = [body for body, _ in drain(sim, "n3")]
     assert bodies == [f"new{i}".encode() for i in range(20)]  # nothing of the old queue
+
+
+def test_a_batch_of_publishes_travels_as_one_gm_message_per_hop_and_one_confirm_per_mirror(
+) -> None:
+    sim = mirrored_queue(seed=3)
+    publisher = sim.client("n1")  # the master's node
+    publisher.send(1, commands.Confirm.Select())
+    sim.pump()
+    publisher.methods()
+    before = sim.delivered.copy()
+    # One read of the publisher's socket: twenty publishes.
+    publisher.send_raw(b"".join(publish_frames(1, f"m{i}".encode(), "ha.q")
+                                for i in range(20)))
+    sim.brokers["n1"].after_input()
+    sim.pump()
+    assert confirmed_tags(publisher) == set(range(1, 21))
+    sent = sim.delivered - before
+    assert sent[("n1", "n2", "q.pub")] == sent[("n1", "n3", "q.pub")] == 20
+    # The ring carries the batch once round and its ack once more.
+    gm = {(a, b): n for (a, b, kind), n in sent.items() if kind == "gm"}
+    assert sorted(gm.values()) == [2, 2, 2], gm
+    assert sent[("n2", "n1", "q.confirm")] == sent[("n3", "n1", "q.confirm")] == 1
+    assert [body for body, _ in drain(sim, "n3")] == [f"m{i}".encode() for i in range(20)]

@@ -1,5 +1,5 @@
-"""GM messages as bytes on peer links: raw message bodies, activity that grows until
-sent, and clear errors for junk."""
+"""GM messages and confirms as bytes on peer links: raw message bodies, batches that
+grow until sent, and clear errors for junk."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from cluster.core.message import Message
 from cluster.gm import Activity, CatchUp, Entry, Pub, SenderSnapshot
+from cluster.ha.confirms import ConfirmBatch, decode_confirms
 from cluster.ha.wire import OutgoingGM, decode_gm, encode_gm
 from cluster.peer.codec import CodecError
 
@@ -95,3 +96,23 @@ def test_later_activity_joins_an_outgoing_message_of_the_same_view() -> None:
     assert not out.absorb(CatchUp(2, {}))
     assert not OutgoingGM(CatchUp(2, {})).absorb(Activity(2, []))
 
+
+def test_confirm_batch_round_trip() -> None:
+    batch = ConfirmBatch()
+    for sender, uid, pubid in [("n1|1|1", "u1", 1), ("n1|1|1", "u1", 2), ("n1|2|1", "u1", 7),
+                               ("n1|1|1", "u2", 3)]:
+        batch.add(sender, uid, pubid)
+    assert decode_confirms(batch.encode()) == [
+        ("n1|1|1", "u1", [1, 2]), ("n1|1|1", "u2", [3]), ("n1|2|1", "u1", [7])]
+
+
+@pytest.mark.parametrize(("data", "says"), [
+    (b"{", "bad q.confirm payload"),
+    (b"[1]", "not an object"),
+    (b'{"s": 5}', "not an object"),
+    (b'{"s": {"u": 5}}', "not publish ids"),
+    (b'{"s": {"u": [1, "2"]}}', "not publish ids"),
+])
+def test_malformed_confirms_are_codec_errors(data: bytes, says: str) -> None:
+    with pytest.raises(CodecError, match=says):
+        decode_confirms(data)
