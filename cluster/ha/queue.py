@@ -17,6 +17,7 @@ the master, which sends deliveries back.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -86,8 +87,9 @@ class ClusterQueue:
         # Master side.
         self.proxies: dict[str, ConsumerProxy] = {}
         self.join_seq: dict[Member, int] = {}
-        # Mirror side: direct publishes not yet ordered, by (sender, publish id).
-        self.pending: dict[tuple[str, int], tuple[Message, bool]] = {}
+        # Mirror side: direct publishes not yet ordered, by sender and publish id (in
+        # the order the sender published them, which is the order the master's are in).
+        self.pending: dict[str, OrderedDict[int, tuple[Message, bool]]] = {}
         self.ordered_upto: dict[str, int] = {}
         self.deleted = False
         # The GM message this replica sent last, while it may still grow (flush_gm).
@@ -201,7 +203,10 @@ class ClusterQueue:
     def hold(self, message: Message, sender: str, pubid: int, want: bool) -> None:
         """Mirror: a channel's direct copy; kept until the master's order names it."""
         if pubid > self.ordered_upto.get(sender, 0):
-            self.pending[(sender, pubid)] = (message, want)
+            held = self.pending.get(sender)
+            if held is None:
+                held = self.pending[sender] = OrderedDict()
+            held[pubid] = (message, want)
 
     def received_publish(self, message: Message, sender: str, pubid: int, want: bool) -> None:
         """A publish from another node's channel."""
@@ -268,8 +273,12 @@ class ClusterQueue:
             _, seq, sender, pubid, want, message = op
             lsn = copy.enqueue_at(seq, message)
             self.ordered_upto[sender] = max(self.ordered_upto.get(sender, 0), pubid)
-            for key in [k for k in self.pending if k[0] == sender and k[1] <= pubid]:
-                del self.pending[key]
+            held = self.pending.get(sender)
+            while held:
+                first = next(iter(held))
+                if first > pubid:
+                    break
+                del held[first]
             if want:
                 self.coordinator.confirm_when_durable(lsn, sender, pubid, self.record.uid)
         elif kind == "take":
@@ -317,8 +326,9 @@ class ClusterQueue:
         assert copy is not None
         copy.observer = self
         copy.requeue(list(copy.unacked))
-        for (sender, pubid), (message, want) in sorted(self.pending.items(),
-                                                       key=lambda kv: kv[0][1]):
+        unordered = [(pubid, sender, message, want) for sender, held in self.pending.items()
+                     for pubid, (message, want) in held.items()]
+        for pubid, sender, message, want in sorted(unordered, key=lambda u: u[0]):
             lsn = self.order(message, sender, pubid, want)
             if want:
                 self.coordinator.confirm_when_durable(lsn, sender, pubid, self.record.uid)
