@@ -80,11 +80,14 @@ def chaos(session: nox.Session) -> None:
 
 @nox.session
 def soak(session: nox.Session) -> None:
-    """A small Spark soak: 8 runs of `mixed` on local[2], merged into one campaign
-    report (needs Java 17). Arguments after `--` replace the defaults. As for the demo,
-    invalid runs (exit 1) are findings the report lists with their replay commands; a
-    run that timed out, crashed or ended unknown (2) fails the session."""
+    """A small Spark soak: 8 runs of `mixed` and one on deliberately broken nodes
+    (`examples/broken-redelivery.toml`), on local[2], merged into one campaign report
+    (needs Java 17); the broken run must be listed failing with its replay command.
+    Arguments after `--` replace the defaults. Invalid runs (exit 1) are findings the
+    report lists with their replay commands; a run that timed out, crashed or ended
+    unknown (2) fails the session."""
     session.install("-e", ".[soak]")
     session.run("mirrorchaos", "soak", *(session.posargs or [
-        "--scenario", "mixed", "--runs", "8", "--duration", "30", "--spark-master", "local[2]",
-        "--runtime", "process"]), success_codes=[0, 1])
+        "--scenario", "mixed:8", "--scenario", "examples/broken-redelivery.toml:1",
+        "--duration", "30", "--spark-master", "local[2]", "--runtime", "process"]),
+        success_codes=[1] if not session.posargs else [0, 1])

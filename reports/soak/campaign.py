@@ -1,5 +1,5 @@
-"""A soak campaign: N runs of one scenario, each a Spark task with a seed derived from
-the campaign's root seed and a store directory of its own, then the merge.
+"""A soak campaign: N runs of each of its scenarios, each a Spark task with a seed
+derived from the campaign's root seed and a store directory of its own, then the merge.
 
 Layout, under ``STORE/soak/<timestamp>/``::
 
@@ -38,8 +38,7 @@ DEFAULT_TIMEOUT_MARGIN = 240.0
 
 @dataclass(frozen=True)
 class CampaignOptions:
-    scenario: str
-    runs: int
+    scenarios: tuple[tuple[str, int], ...]  # each scenario and how many runs of it
     duration: float
     master: str = "local[*]"
     runtime: str = "process"
@@ -59,7 +58,9 @@ class Campaign:
     def plan_doc(self) -> dict[str, Any]:
         options = {k: str(v) if isinstance(v, Path) else v
                    for k, v in asdict(self.options).items()}
-        return {"scenario": self.options.scenario, "root_seed": self.root_seed,
+        return {"scenarios": [{"scenario": name, "runs": runs}
+                              for name, runs in self.options.scenarios],
+                "root_seed": self.root_seed,
                 "options": options, "created": time.time(),
                 "runs": [{"task": t.name, "index": t.index, "seed": t.seed,
                           "replay": t.replay} for t in self.tasks]}
@@ -75,12 +76,11 @@ def plan_campaign(options: CampaignOptions) -> Campaign:
     root = options.root_seed if options.root_seed is not None else fresh_seed()
     directory = _new_campaign_dir(options.store.resolve() / "soak")
     timeout = options.task_timeout or options.duration + DEFAULT_TIMEOUT_MARGIN
-    scenario = options.scenario
-    if scenario.endswith(".toml") or Path(scenario).exists():
-        scenario = str(Path(scenario).resolve())  # executors start elsewhere
+    runs = [_portable(scenario) for scenario, count in options.scenarios
+            for _ in range(count)]
     campaign = Campaign(options, root, directory)
-    width = max(3, len(str(options.runs - 1)))
-    for index in range(options.runs):
+    width = max(3, len(str(len(runs) - 1)))
+    for index, scenario in enumerate(runs):
         seed = run_seed(root, index)
         task_dir = directory / RUNS_DIR / f"{index:0{width}d}-seed{seed}"
         campaign.tasks.append(RunTask(index, scenario, seed, options.runtime,
@@ -89,6 +89,13 @@ def plan_campaign(options: CampaignOptions) -> Campaign:
     (directory / CAMPAIGN_FILE).write_text(json.dumps(campaign.plan_doc(), indent=2) + "\n",
                                            encoding="utf-8")
     return campaign
+
+
+def _portable(scenario: str) -> str:
+    """A scenario file by its absolute path: executors start elsewhere."""
+    if scenario.endswith(".toml") or Path(scenario).exists():
+        return str(Path(scenario).resolve())
+    return scenario
 
 
 def run_campaign(campaign: Campaign, spark: SparkSession) -> list[TaskRecord]:

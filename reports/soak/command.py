@@ -22,15 +22,16 @@ def add_soak(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser(
         "soak", help="a campaign of runs fanned out on Spark, merged into one report",
-        description="Run a scenario --runs times as Spark tasks, each `mirrorchaos run` "
+        description="Run each scenario --runs times as Spark tasks, each `mirrorchaos run` "
         "with its own seed (derived from --seed) and store, then merge every run's "
         "results and history with Spark into STORE/soak/<timestamp>/ (Parquet, "
         "report.json, report.html). Exit 0 when every run is valid, 1 when one is "
         "invalid, 2 when one is unknown, timed out or crashed.")
-    p.add_argument("--scenario", default="mixed",
-                   help="built-in name or TOML file (default %(default)s)")
+    p.add_argument("--scenario", action="append", dest="scenarios", metavar="SCENARIO[:N]",
+                   help="built-in name or TOML file, with N runs of it (default --runs); "
+                   "repeat for several in one campaign (default mixed)")
     p.add_argument("--runs", type=_positive_int, default=8, metavar="N",
-                   help="runs in the campaign (default %(default)s)")
+                   help="runs of a scenario given without :N (default %(default)s)")
     p.add_argument("--duration", type=_positive_float, default=60.0, metavar="S",
                    help="each run's --time-limit (default %(default)s)")
     p.add_argument("--spark-master", default=DEFAULT_MASTER, metavar="URL",
@@ -52,10 +53,17 @@ def add_soak(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def soak_command(args: argparse.Namespace) -> int:
     console, err = Console(), Console(stderr=True, highlight=False)
+    scenarios = tuple(_scenario_runs(text, args.runs) for text in args.scenarios or ["mixed"])
     if args.merge is None:
         from harness.scenarios import ScenarioError, find_scenario
+        for scenario, runs in scenarios:
+            if runs < 1:
+                err.print(f"mirrorchaos soak: --scenario {scenario}:{runs}: a scenario in a "
+                          "campaign needs at least one run", markup=False)
+                return EXIT_BAD_INPUT
         try:
-            find_scenario(args.scenario)
+            for scenario, _ in scenarios:
+                find_scenario(scenario)
         except ScenarioError as exc:
             err.print(f"mirrorchaos soak: bad scenario: {exc}", markup=False)
             return EXIT_BAD_INPUT
@@ -70,16 +78,17 @@ def soak_command(args: argparse.Namespace) -> int:
     try:
         directory = args.merge
         if directory is None:
-            options = CampaignOptions(args.scenario, args.runs, args.duration,
+            options = CampaignOptions(scenarios, args.duration,
                                       args.spark_master, args.runtime, args.store, args.seed,
                                       args.task_timeout)
             campaign = plan_campaign(options)
             directory = campaign.directory
-            err.print(f"mirrorchaos soak {args.scenario}: {args.runs} runs on "
+            planned = ", ".join(f"{runs} runs of {scenario}" for scenario, runs in scenarios)
+            err.print(f"mirrorchaos soak: {planned} on "
                       f"{args.spark_master}, root seed {campaign.root_seed}, campaign "
                       f"{directory}", markup=False)
             for task in campaign.tasks:
-                err.print(f"  {task.name}: seed {task.seed}", markup=False)
+                err.print(f"  {task.name}: {task.scenario} seed {task.seed}", markup=False)
             for record in run_campaign(campaign, spark):
                 err.print(f"  {record['task']}: {record['status']} (exit "
                           f"{record['exit_code']}, {record['elapsed_s']:.0f} s)", markup=False)
@@ -89,6 +98,14 @@ def soak_command(args: argparse.Namespace) -> int:
         spark.stop()
     render_campaign(report, console)
     return campaign_exit_code(report)
+
+
+def _scenario_runs(text: str, default_runs: int) -> tuple[str, int]:
+    """``NAME`` or ``NAME:N`` (N runs of it)."""
+    name, colon, count = text.rpartition(":")
+    if colon and count.isdigit():
+        return name, int(count)
+    return text, default_runs
 
 
 def campaign_exit_code(report: CampaignReport) -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,9 @@ import pytest
 from reports.soak.campaign import CampaignOptions, plan_campaign, run_campaign, run_seed
 from reports.soak.merge import merge_campaign
 from reports.soak.task import RunTask, run_task
+
+ROOT = Path(__file__).resolve().parents[2]
+BROKEN = ROOT / "examples" / "broken-redelivery.toml"
 
 
 def _run_processes(under: Path) -> list[str]:
@@ -33,7 +38,7 @@ def _run_processes(under: Path) -> list[str]:
 
 
 def test_seeds_come_from_the_root_seed_and_each_run_has_its_own_store(tmp_path: Path) -> None:
-    campaign = plan_campaign(CampaignOptions("smoke", 3, 5.0, store=tmp_path, root_seed=9))
+    campaign = plan_campaign(CampaignOptions((("smoke", 3),), 5.0, store=tmp_path, root_seed=9))
     assert [t.seed for t in campaign.tasks] == [run_seed(9, i) for i in range(3)]
     assert len({t.seed for t in campaign.tasks}) == 3
     assert len({t.task_dir for t in campaign.tasks}) == 3
@@ -60,7 +65,7 @@ def test_a_run_past_its_time_limit_is_recorded_as_a_timeout_and_leaves_nothing_r
 
 def test_a_campaign_on_spark_merges_a_valid_run_and_a_hung_one(spark: Any,
                                                                tmp_path: Path) -> None:
-    campaign = plan_campaign(CampaignOptions("smoke", 2, 4.0, master="local[2]",
+    campaign = plan_campaign(CampaignOptions((("smoke", 2),), 4.0, master="local[2]",
                                              store=tmp_path, root_seed=5))
     hung = dataclasses.replace(campaign.tasks[1], timeout=3.0, kill_grace=20.0)
     campaign.tasks[1] = hung
@@ -77,16 +82,39 @@ def test_a_campaign_on_spark_merges_a_valid_run_and_a_hung_one(spark: Any,
     assert _run_processes(tmp_path) == []
 
 
+def test_a_campaign_of_several_scenarios_gives_each_run_its_own_seed(tmp_path: Path) -> None:
+    relative = str(BROKEN.relative_to(ROOT))
+    campaign = plan_campaign(CampaignOptions((("smoke", 2), (relative, 1)), 5.0,
+                                             store=tmp_path, root_seed=3))
+    assert [t.scenario for t in campaign.tasks] == ["smoke", "smoke", str(BROKEN)]
+    assert [t.seed for t in campaign.tasks] == [run_seed(3, i) for i in range(3)]
+    plan = json.loads((campaign.directory / "campaign.json").read_text())
+    assert plan["scenarios"] == [{"scenario": "smoke", "runs": 2},
+                                 {"scenario": relative, "runs": 1}]
+    assert plan["runs"][2]["replay"].startswith(f"mirrorchaos run {BROKEN} --seed ")
+
+
 @pytest.mark.slow
-def test_a_broken_node_makes_its_run_fail_the_campaign(spark: Any, tmp_path: Path) -> None:
-    broken = tmp_path / "broken.toml"
-    broken.write_text('base = "consume-survives-kill"\n'
-                      'node_args = ["--break", "unflagged-redelivery"]\n')
-    campaign = plan_campaign(CampaignOptions(str(broken), 2, 12.0, master="local[2]",
-                                             store=tmp_path / "store", root_seed=7))
+def test_a_broken_run_is_listed_failing_and_its_replay_gives_the_same_verdict(
+        spark: Any, tmp_path: Path) -> None:
+    campaign = plan_campaign(CampaignOptions((("smoke", 1), (str(BROKEN), 1)), 12.0,
+                                             master="local[2]", store=tmp_path / "store",
+                                             root_seed=7))
     run_campaign(campaign, spark)
     report = merge_campaign(spark, campaign.directory)
-    assert {r["verdict"] for r in report.runs} == {"invalid"}
+    smoke, broken = campaign.tasks
+    assert [(r["seed"], r["verdict"]) for r in report.runs] == [
+        (smoke.seed, "valid"), (broken.seed, "invalid")]
     assert {a["anomaly"] for a in report.anomalies if a["standing"] == "violation"} == {
         "duplicate"}
-    assert {r["seed"] for r in report.failing} == {t.seed for t in campaign.tasks}
+    assert [r["replay"] for r in report.failing] == [broken.replay]
+    replay = broken.replay.split()
+    assert replay[:2] == ["mirrorchaos", "run"]
+    store = tmp_path / "replay"
+    done = subprocess.run([sys.executable, "-m", "harness.cli", *replay[1:], "--store",
+                           str(store), "--no-live"], capture_output=True, text=True,
+                          timeout=200, check=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    results = json.loads(((store / "latest").resolve() / "results.json").read_text())
+    assert results["seed"] == broken.seed
+    assert {v["kind"] for v in results["violations"]} == {"duplicate"}
