@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import struct
+import threading
 from typing import Any
 
 from cluster.core.message import Message
@@ -25,24 +26,48 @@ _SKELETON = struct.Struct(">I")
 _REF = "$m"
 
 
-class _Skeleton:
-    """Encodes one GM message: each `Message` met is appended to ``parts``."""
-
-    __slots__ = ("encoder", "parts", "size")
+class _Messages(threading.local):
+    """The messages of the GM message being encoded (``parts``, ``size`` bytes so far)
+    or decoded (``data``, its messages from ``blob_at``): the module's one JSON encoder
+    and decoder turn them into references and back, which saves building an encoder or
+    decoder per message."""
 
     def __init__(self) -> None:
         self.parts: list[bytes] = []
         self.size = 0
-        self.encoder = json.JSONEncoder(separators=(",", ":"), default=self.reference)
+        self.data = b""
+        self.blob_at = 0
 
-    def reference(self, value: object) -> dict[str, list[int]]:
-        if not isinstance(value, Message):
-            raise TypeError(f"a GM payload cannot carry {type(value).__name__}")
-        data = value.encode()
-        ref = {_REF: [self.size, len(data)]}
-        self.parts.append(data)
-        self.size += len(data)
-        return ref
+
+_messages = _Messages()
+
+
+def _reference(value: object) -> dict[str, list[int]]:
+    if not isinstance(value, Message):
+        raise TypeError(f"a GM payload cannot carry {type(value).__name__}")
+    data = value.encode()
+    ref = {_REF: [_messages.size, len(data)]}
+    _messages.parts.append(data)
+    _messages.size += len(data)
+    return ref
+
+
+def _dereference(obj: dict[str, Any]) -> Any:
+    ref = obj.get(_REF)
+    if ref is None:
+        return obj
+    data, blob_at = _messages.data, _messages.blob_at
+    start, size = ref
+    if type(start) is not int or type(size) is not int or start < 0 or size < 0 \
+            or blob_at + start + size > len(data):
+        raise CodecError(f"gm message reference {ref!r} outside its "
+                         f"{len(data) - blob_at} bytes of messages")
+    start += blob_at
+    return Message.decode(data[start:start + size])
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=_reference)
+_DECODER = json.JSONDecoder(object_hook=_dereference)
 
 
 def _pubs(pubs: Any) -> list[list[Any]]:
@@ -57,9 +82,12 @@ def encode_gm(message: GMMessage) -> bytes:
         doc = {"c": message.view_version, "s": {
             sender: [_pubs(snap.pending), snap.last_pub, snap.last_ack]
             for sender, snap in message.senders.items()}}
-    skeleton = _Skeleton()
-    text = skeleton.encoder.encode(doc).encode()
-    return b"".join((_SKELETON.pack(len(text)), text, *skeleton.parts))
+    _messages.parts, _messages.size = [], 0
+    try:
+        text = _ENCODER.encode(doc).encode()
+        return b"".join((_SKELETON.pack(len(text)), text, *_messages.parts))
+    finally:
+        _messages.parts = []
 
 
 class OutgoingGM:
@@ -95,21 +123,9 @@ def decode_gm(data: bytes) -> GMMessage:
     blob_at = _SKELETON.size + length
     if blob_at > len(data):
         raise CodecError(f"gm skeleton of {length} bytes overruns a {len(data)}-byte message")
-    blob = data[blob_at:]
-
-    def message(obj: dict[str, Any]) -> Any:
-        ref = obj.get(_REF)
-        if ref is None:
-            return obj
-        start, size = ref
-        if type(start) is not int or type(size) is not int or start < 0 or size < 0 \
-                or start + size > len(blob):
-            raise CodecError(f"gm message reference {ref!r} outside its "
-                             f"{len(blob)} bytes of messages")
-        return Message.decode(blob[start:start + size])
-
+    _messages.data, _messages.blob_at = data, blob_at
     try:
-        doc = json.loads(data[_SKELETON.size:blob_at], object_hook=message)
+        doc = _DECODER.decode(data[_SKELETON.size:blob_at].decode())
         if not isinstance(doc, dict):
             raise CodecError(f"gm skeleton is {type(doc).__name__}, not an object")
         if "a" in doc:
@@ -126,6 +142,8 @@ def decode_gm(data: bytes) -> GMMessage:
     except (ValueError, TypeError, KeyError, IndexError, AttributeError,
             struct.error) as error:
         raise CodecError(f"bad gm message: {error!r}") from error
+    finally:
+        _messages.data = b""
     raise CodecError(f"gm message is neither activity nor catch-up: keys {sorted(doc)}")
 
 

@@ -32,7 +32,7 @@ class Deferred(Protocol):
     def encode(self) -> bytes: ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass is slower to build, per message
 class Envelope:
     type: str
     fields: dict[str, Any] = field(default_factory=dict)
