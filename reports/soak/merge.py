@@ -57,9 +57,19 @@ class CampaignReport:
     def failing(self) -> list[dict[str, Any]]:
         return [r for r in self.runs if r["failing"]]
 
+    @property
+    def verdicts_per_scenario(self) -> dict[str, dict[str, int]]:
+        """Runs per verdict of each scenario, in the campaign's order."""
+        per: dict[str, dict[str, int]] = {}
+        for r in self.runs:
+            counts = per.setdefault(str(r["scenario"]), {})
+            counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+        return per
+
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
         doc["directory"] = str(self.directory)
+        doc["verdicts_per_scenario"] = self.verdicts_per_scenario
         doc["failing"] = [{k: r[k] for k in ("task", "scenario", "seed", "status", "verdict",
                                             "error", "replay", "run_dir")}
                           for r in self.failing]

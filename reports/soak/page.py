@@ -47,6 +47,7 @@ def render_campaign_html(report: CampaignReport) -> str:
         f"<span class='verdict {VERDICT_CLASS[word]}'>{word}</span></h1>",
         "<p>" + escape(", ".join(facts)) + " — " + escape(", ".join(
             f"{n} {v}" for v, n in sorted(report.verdicts.items()))) + "</p>",
+        _per_scenario(report),
         "<h2>Failing runs, to replay</h2>" + _failing_table(report),
         "<h2>Verdict per run</h2>" + figure_html(_runs_figure(report), "runs")
         + _runs_table(report),
@@ -68,13 +69,24 @@ def _cell(value: Any, digits: int = 1) -> str:
     return escape(str(value))
 
 
+def _per_scenario(report: CampaignReport) -> str:
+    per_scenario = report.verdicts_per_scenario
+    if len(per_scenario) < 2:
+        return ""
+    return "<ul>" + "".join(
+        f"<li>{escape(scenario)}: " + escape(", ".join(
+            f"{n} {v}" for v, n in sorted(counts.items()))) + "</li>"
+        for scenario, counts in per_scenario.items()) + "</ul>"
+
+
 def _failing_table(report: CampaignReport) -> str:
     if not report.failing:
         return "<p class='note'>None: every run finished with a valid verdict.</p>"
-    rows = [[_cell(r["seed"]), escape(r["status"]), escape(r["verdict"]),
-             f"<code>{escape(r['replay'])}</code>", _cell(r["error"]),
+    rows = [[_cell(r["seed"]), escape(str(r["scenario"])), escape(r["status"]),
+             escape(r["verdict"]), f"<code>{escape(r['replay'])}</code>", _cell(r["error"]),
              _cell(r["run_dir"])] for r in report.failing]
-    return table_html(["seed", "status", "verdict", "replay", "why", "run directory"], rows,
+    return table_html(["seed", "scenario", "status", "verdict", "replay", "why",
+                       "run directory"], rows,
                   ["invalid" if r["verdict"] == "invalid" else "unknown"
                    for r in report.failing])
 

@@ -28,6 +28,11 @@ def render_campaign(report: CampaignReport, console: Console) -> None:
                   + ", ".join(f"[{_STYLES.get(v, 'white')}]{n} {v}[/]"
                               for v, n in sorted(report.verdicts.items()))
                   + (f"; root seed {plan['root_seed']}" if "root_seed" in plan else ""))
+    per_scenario = report.verdicts_per_scenario
+    if len(per_scenario) > 1:
+        for scenario, counts in per_scenario.items():
+            console.print(f"  {scenario}: " + ", ".join(
+                f"[{_STYLES.get(v, 'white')}]{n} {v}[/]" for v, n in sorted(counts.items())))
 
     # whole seeds even at 80 columns: caveats, faults and times are in report.html
     runs = Table(title="Runs (conf. = confirmed, viol. = violations)", title_justify="left")
@@ -74,7 +79,8 @@ def render_campaign(report: CampaignReport, console: Console) -> None:
         console.print("[red]failing runs[/red], each with the command that replays it:")
         for r in report.failing:
             why = f" — {r['error']}" if r["error"] else ""
-            console.print(f"  seed {r['seed']} ({r['status']}, {r['verdict']}){why}",
+            console.print(f"  seed {r['seed']} ({r['scenario']}: {r['status']}, "
+                          f"{r['verdict']}){why}",
                           markup=False, highlight=False, soft_wrap=True)
             console.print(f"    {r['replay']}", markup=False, highlight=False, soft_wrap=True)
     console.print(f"campaign stored in {report.directory} (report.html, report.json, "

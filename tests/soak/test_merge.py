@@ -1,29 +1,39 @@
 """The campaign merge on stored runs made by the real checker: a valid run, an invalid
-one (confirmed messages never delivered), one that timed out before its drain and one
-whose harness crashed before its check."""
+one (confirmed messages never delivered), one that timed out before its drain, one
+whose harness crashed before its check, and an invalid run of a second scenario."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from reports.soak.command import campaign_exit_code
 from reports.soak.merge import merge_campaign
 from reports.soak.page import write_campaign_html
 from reports.soak.synthetic import write_synthetic_run
+from reports.soak.terminal import render_campaign
 
 FLAVOURS = {0: ("valid", 11), 1: ("invalid", 22), 2: ("timeout", 33), 3: ("crashed", 44),
             4: ("valid", 55)}
+BROKEN = (5, "invalid", 66, "broken-redelivery")  # a second scenario in the campaign
 
+
+# Spark on a shared two-core machine can take minutes; this only guards against a hang
+pytestmark = pytest.mark.timeout(600)
 
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
     directory = tmp_path_factory.mktemp("campaign")
     for index, (flavour, seed) in FLAVOURS.items():
         write_synthetic_run(directory, index, seed, flavour)  # type: ignore[arg-type]
+    index, flavour, seed, scenario = BROKEN
+    write_synthetic_run(directory, index, seed, flavour,  # type: ignore[arg-type]
+                        scenario=scenario)
     return directory
 
 
@@ -38,9 +48,11 @@ def test_one_row_per_run_with_its_seed_status_and_verdict(merged: Any) -> None:
     table = {(r["seed"], r["status"], r["verdict"]) for r in merged.runs}
     assert table == {(11, "done", "valid"), (22, "done", "invalid"),
                      (33, "timeout", "unknown"), (44, "crashed", "unknown"),
-                     (55, "done", "valid")}
-    assert len(merged.runs) == 5
-    assert merged.verdicts == {"valid": 2, "invalid": 1, "unknown": 2}
+                     (55, "done", "valid"), (66, "done", "invalid")}
+    assert len(merged.runs) == 6
+    assert merged.verdicts == {"valid": 2, "invalid": 2, "unknown": 2}
+    assert merged.verdicts_per_scenario == {
+        "mixed": {"valid": 2, "invalid": 1, "unknown": 2}, "broken-redelivery": {"invalid": 1}}
     invalid = next(r for r in merged.runs if r["seed"] == 22)
     assert (invalid["lost"], invalid["violations"], invalid["confirmed"]) == (3, 3, 200)
     assert campaign_exit_code(merged) == 1
@@ -48,14 +60,16 @@ def test_one_row_per_run_with_its_seed_status_and_verdict(merged: Any) -> None:
 
 def test_failing_runs_are_listed_with_the_command_that_replays_them(merged: Any) -> None:
     failing = {r["seed"]: r for r in merged.failing}
-    assert sorted(failing) == [22, 33, 44]
+    assert sorted(failing) == [22, 33, 44, 66]
     assert failing[22]["replay"] == ("mirrorchaos run mixed --seed 22 --runtime process "
                                      "--time-limit 30")
     assert failing[33]["error"] == "synthetic timeout"
     doc = json.loads((merged.directory / "report.json").read_text())
-    assert [(f["seed"], f["replay"]) for f in doc["failing"]] == [
-        (s, f"mirrorchaos run mixed --seed {s} --runtime process --time-limit 30")
-        for s in (22, 33, 44)]
+    assert [(f["seed"], f["scenario"], f["replay"]) for f in doc["failing"]] == [
+        (s, scenario, f"mirrorchaos run {scenario} --seed {s} --runtime process --time-limit 30")
+        for s, scenario in ((22, "mixed"), (33, "mixed"), (44, "mixed"),
+                            (66, "broken-redelivery"))]
+    assert doc["verdicts_per_scenario"] == merged.verdicts_per_scenario
     page = (merged.directory / "report.html").read_text()
     assert "mirrorchaos run mixed --seed 22 --runtime process --time-limit 30" in page
     assert "<script type='text/javascript'>" in page  # plotly inline: opens offline
@@ -64,25 +78,40 @@ def test_failing_runs_are_listed_with_the_command_that_replays_them(merged: Any)
 def test_anomalies_are_counted_per_fault_kind(merged: Any) -> None:
     # The lost messages are the last three published, after the kill was healed.
     assert merged.anomalies == [{"fault_kind": "(none)", "anomaly": "lost",
-                                 "standing": "violation", "messages": 3, "runs": 1,
-                                 "scenarios": ["mixed"]}]
+                                 "standing": "violation", "messages": 6, "runs": 2,
+                                 "scenarios": ["broken-redelivery", "mixed"]}]
     # every run but the crashed one has a results.json with its kill
-    assert merged.faults == [{"fault_kind": "kill", "injected": 4, "runs": 4}]
+    assert merged.faults == [{"fault_kind": "kill", "injected": 5, "runs": 5}]
 
 
 def test_latency_percentiles_come_from_every_history(merged: Any, campaign: Path) -> None:
     overall = merged.latency["overall"]
     # the crashed run has no results.json, but its history counts
-    assert (overall["runs"], overall["confirms"]) == (5, 1000)
+    assert (overall["runs"], overall["confirms"]) == (6, 1200)
     assert overall["p50_ms"] < overall["p90_ms"] < overall["p99_ms"] <= overall["max_ms"]
     for run in merged.runs:
         if run["results_p99_ms"] is not None:  # the checker's own figure, same history
             assert run["history_p99_ms"] == pytest.approx(run["results_p99_ms"], rel=0.05)
-    assert sum(b["confirms"] for b in merged.latency["histogram"]) == 1000
+    assert sum(b["confirms"] for b in merged.latency["histogram"]) == 1200
 
 
 def test_tables_are_written_as_parquet(spark: Any, merged: Any, campaign: Path) -> None:
     runs = spark.read.parquet(str(campaign / "runs.parquet"))
-    assert sorted(r["seed"] for r in runs.select("seed").collect()) == [11, 22, 33, 44, 55]
+    assert sorted(r["seed"] for r in runs.select("seed").collect()) == [11, 22, 33, 44, 55, 66]
     for name in ("anomalies", "faults", "latency"):
         assert spark.read.parquet(str(campaign / f"{name}.parquet")).count() > 0
+
+
+def test_the_terminal_summary_gives_verdicts_per_scenario_and_the_runs_to_replay(
+        merged: Any) -> None:
+    out = io.StringIO()
+    render_campaign(merged, Console(file=out, width=80, color_system=None))
+    text = out.getvalue()
+    assert "campaign INVALID: 6 runs, 2 invalid, 2 unknown, 2 valid" in text
+    assert "  mixed: 1 invalid, 2 unknown, 2 valid\n" in text
+    assert "  broken-redelivery: 1 invalid\n" in text
+    failing = text[text.index("failing runs"):]
+    assert "seed 66 (broken-redelivery: done, invalid)\n    mirrorchaos run " \
+           "broken-redelivery --seed 66 --runtime process --time-limit 30\n" in failing
+    assert "seed 22 (mixed: done, invalid)" in failing
+    assert "seed 11 " not in failing
