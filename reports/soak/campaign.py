@@ -1,7 +1,7 @@
 """A soak campaign: N runs of each of its scenarios, each a Spark task with a seed
 derived from the campaign's root seed and a store directory of its own, then the merge.
 
-Layout, under ``STORE/soak/<timestamp>/``::
+Layout, under ``STORE/soak/<timestamp>/`` (``STORE/soak/latest`` points at the newest)::
 
     campaign.json                 the plan: options, root seed, each run's seed and command
     runs/<NNN>-seed<S>/task.json  what the task saw (status, exit code, time, replay command)
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from faults.toxiproxy.rng import derive, fresh_seed
+from harness.run.store import _point_latest as point_latest
 from reports.soak.task import RunTask, TaskRecord, run_task
 
 if TYPE_CHECKING:
@@ -118,5 +119,6 @@ def _new_campaign_dir(base: Path) -> Path:
             path.mkdir()
         except FileExistsError:
             continue
+        point_latest(base, path)
         return path
     raise FileExistsError(f"no free campaign directory for {base / stamp}")

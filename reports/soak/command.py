@@ -25,8 +25,9 @@ def add_soak(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Run each scenario --runs times as Spark tasks, each `mirrorchaos run` "
         "with its own seed (derived from --seed) and store, then merge every run's "
         "results and history with Spark into STORE/soak/<timestamp>/ (Parquet, "
-        "report.json, report.html). Exit 0 when every run is valid, 1 when one is "
-        "invalid, 2 when one is unknown, timed out or crashed.")
+        "report.json, report.html; STORE/soak/latest is the newest). Exit 0 when every "
+        "run is valid, 1 when one is invalid, else 2 when one is unknown, timed out or "
+        "crashed.")
     p.add_argument("--scenario", action="append", dest="scenarios", metavar="SCENARIO[:N]",
                    help="built-in name or TOML file, with N runs of it (default --runs); "
                    "repeat for several in one campaign (default mixed)")

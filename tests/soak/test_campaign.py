@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import shlex
 import subprocess
 import sys
 import time
@@ -21,6 +23,9 @@ from reports.soak.task import RunTask, run_task
 ROOT = Path(__file__).resolve().parents[2]
 BROKEN = ROOT / "examples" / "broken-redelivery.toml"
 
+
+# Spark on a shared two-core machine can take minutes; this only guards against a hang
+pytestmark = pytest.mark.timeout(600)
 
 def _run_processes(under: Path) -> list[str]:
     """Live processes of runs stored under ``under``: the harness (its --store), and
@@ -92,29 +97,66 @@ def test_a_campaign_of_several_scenarios_gives_each_run_its_own_seed(tmp_path: P
     assert plan["scenarios"] == [{"scenario": "smoke", "runs": 2},
                                  {"scenario": relative, "runs": 1}]
     assert plan["runs"][2]["replay"].startswith(f"mirrorchaos run {BROKEN} --seed ")
+    assert (tmp_path / "soak" / "latest").resolve() == campaign.directory
+
+
+def _mirrorchaos(*args: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """The installed ``mirrorchaos`` command, as an engineer runs it, from ``cwd``; what
+    it starts keeps its temporary files there (so `_run_processes` finds it)."""
+    script = Path(sys.executable).with_name("mirrorchaos")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "harness.cli"]
+    (cwd / "tmp").mkdir(exist_ok=True)
+    return subprocess.run([*command, *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "TMPDIR": str(cwd / "tmp")}, timeout=timeout,
+                          check=False)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)
 def test_a_broken_run_is_listed_failing_and_its_replay_gives_the_same_verdict(
         spark: Any, tmp_path: Path) -> None:
-    campaign = plan_campaign(CampaignOptions((("smoke", 1), (str(BROKEN), 1)), 12.0,
-                                             master="local[2]", store=tmp_path / "store",
-                                             root_seed=7))
-    run_campaign(campaign, spark)
-    report = merge_campaign(spark, campaign.directory)
-    smoke, broken = campaign.tasks
-    assert [(r["seed"], r["verdict"]) for r in report.runs] == [
-        (smoke.seed, "valid"), (broken.seed, "invalid")]
-    assert {a["anomaly"] for a in report.anomalies if a["standing"] == "violation"} == {
+    """`mirrorchaos soak` with two scenarios, a correct one and one on nodes that drop
+    the redelivered flag: the campaign is invalid, its report lists the broken run's
+    seed with a replay command, and that command, run as it is, gives the same verdict
+    with the same violations."""
+    done = _mirrorchaos("soak", "--scenario", "smoke:1", "--scenario", f"{BROKEN}:1",
+                        "--duration", "12", "--spark-master", "local[2]", "--seed", "7",
+                        "--store", str(tmp_path / "store"), cwd=tmp_path, timeout=900)
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    directory = (tmp_path / "store" / "soak" / "latest").resolve()
+    report = json.loads((directory / "report.json").read_text())
+    smoke_seed, broken_seed = run_seed(7, 0), run_seed(7, 1)
+    assert [(r["scenario"], r["seed"], r["status"], r["verdict"]) for r in report["runs"]] == [
+        ("smoke", smoke_seed, "done", "valid"),
+        ("broken-redelivery", broken_seed, "done", "invalid")]
+    assert report["verdicts_per_scenario"] == {"smoke": {"valid": 1},
+                                               "broken-redelivery": {"invalid": 1}}
+    assert {a["anomaly"] for a in report["anomalies"] if a["standing"] == "violation"} == {
         "duplicate"}
-    assert [r["replay"] for r in report.failing] == [broken.replay]
-    replay = broken.replay.split()
-    assert replay[:2] == ["mirrorchaos", "run"]
-    store = tmp_path / "replay"
-    done = subprocess.run([sys.executable, "-m", "harness.cli", *replay[1:], "--store",
-                           str(store), "--no-live"], capture_output=True, text=True,
-                          timeout=200, check=False)
-    assert done.returncode == 1, done.stdout + done.stderr
-    results = json.loads(((store / "latest").resolve() / "results.json").read_text())
-    assert results["seed"] == broken.seed
-    assert {v["kind"] for v in results["violations"]} == {"duplicate"}
+    [failing] = report["failing"]
+    replay = (f"mirrorchaos run {BROKEN} --seed {broken_seed} --runtime process "
+              "--time-limit 12")
+    assert (failing["seed"], failing["replay"]) == (broken_seed, replay)
+    # the terminal summary and the page list it too, and the Parquet has every run
+    assert f"seed {broken_seed} (broken-redelivery: done, invalid)" in done.stdout
+    assert replay in done.stdout
+    page = (directory / "report.html").read_text()
+    assert str(broken_seed) in page and str(BROKEN) in page
+    runs = spark.read.parquet(str(directory / "runs.parquet"))
+    assert sorted((r.seed, r.failing) for r in runs.select("seed", "failing").collect()) == \
+        sorted([(smoke_seed, False), (broken_seed, True)])
+
+    # the replay command as printed, from a directory of its own (its default store)
+    replay_dir = tmp_path / "replay"
+    replay_dir.mkdir()
+    program, *args = shlex.split(failing["replay"])
+    assert program == "mirrorchaos"
+    again = _mirrorchaos(*args, cwd=replay_dir, timeout=300)
+    assert again.returncode == 1, again.stdout + again.stderr
+    replayed = json.loads((replay_dir / "store" / "latest" / "results.json").read_text())
+    original = json.loads((Path(failing["run_dir"]) / "results.json").read_text())
+    assert (replayed["seed"], replayed["valid"]) == (broken_seed, False)
+    assert {v["kind"] for v in replayed["violations"]} == {
+        v["kind"] for v in original["violations"]} == {"duplicate"}
+    assert _run_processes(tmp_path) == []
