@@ -84,15 +84,19 @@ def soak_command(args: argparse.Namespace) -> int:
                                       args.task_timeout)
             campaign = plan_campaign(options)
             directory = campaign.directory
-            planned = ", ".join(f"{runs} runs of {scenario}" for scenario, runs in scenarios)
+            planned = ", ".join(f"{runs} run{'s' if runs > 1 else ''} of {scenario}"
+                                for scenario, runs in scenarios)
+            # soft wrap: seeds, paths and commands stay whole, to copy
             err.print(f"mirrorchaos soak: {planned} on "
                       f"{args.spark_master}, root seed {campaign.root_seed}, campaign "
-                      f"{directory}", markup=False)
+                      f"{directory}", markup=False, soft_wrap=True)
             for task in campaign.tasks:
-                err.print(f"  {task.name}: {task.scenario} seed {task.seed}", markup=False)
+                err.print(f"  {task.name}: {task.scenario} seed {task.seed}", markup=False,
+                          soft_wrap=True)
             for record in run_campaign(campaign, spark):
                 err.print(f"  {record['task']}: {record['status']} (exit "
-                          f"{record['exit_code']}, {record['elapsed_s']:.0f} s)", markup=False)
+                          f"{record['exit_code']}, {record['elapsed_s']:.0f} s)", markup=False,
+                          soft_wrap=True)
         report = merge_campaign(spark, directory)
         write_campaign_html(report)
     finally:
