@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import shlex
 import subprocess
+from pathlib import Path
 
 import nox
 
@@ -78,16 +81,47 @@ def chaos(session: nox.Session) -> None:
                     success_codes=[expected])
 
 
+# The soak session's campaign: 8 runs of `mixed` and one of a scenario whose nodes drop
+# the redelivered flag on purpose, which must come out invalid and listed to replay.
+SOAK_BROKEN = "examples/broken-redelivery.toml"
+SOAK_CAMPAIGN = ("--scenario", "mixed:8", "--scenario", f"{SOAK_BROKEN}:1", "--duration", "30",
+                 "--spark-master", "local[2]", "--runtime", "process")
+
+
 @nox.session
 def soak(session: nox.Session) -> None:
-    """A small Spark soak: 8 runs of `mixed` and one on deliberately broken nodes
-    (`examples/broken-redelivery.toml`), on local[2], merged into one campaign report
-    (needs Java 17); the broken run must be listed failing with its replay command.
-    Arguments after `--` replace the defaults. Invalid runs (exit 1) are findings the
-    report lists with their replay commands; a run that timed out, crashed or ended
-    unknown (2) fails the session."""
+    """A small Spark soak on local[2] (needs Java 17): 8 runs of `mixed` and one on
+    deliberately broken nodes (`examples/broken-redelivery.toml`), merged into one
+    campaign report. The session checks the report: every run finished with a verdict,
+    and the broken run is invalid and listed failing with its seed and replay command;
+    then it runs that command, which must give invalid with the same violation kinds.
+    Invalid `mixed` runs are findings the report lists with their replay commands.
+    Arguments after `--` replace the campaign (exit 0 or 1 passes; nothing is checked)."""
     session.install("-e", ".[soak]")
-    session.run("mirrorchaos", "soak", *(session.posargs or [
-        "--scenario", "mixed:8", "--scenario", "examples/broken-redelivery.toml:1",
-        "--duration", "30", "--spark-master", "local[2]", "--runtime", "process"]),
-        success_codes=[1] if not session.posargs else [0, 1])
+    if session.posargs:
+        session.run("mirrorchaos", "soak", *session.posargs, success_codes=[0, 1])
+        return
+    session.run("mirrorchaos", "soak", *SOAK_CAMPAIGN, "--store", "store",
+                success_codes=[1])
+    report = json.loads(Path("store/soak/latest/report.json").read_text(encoding="utf-8"))
+    unfinished = [f"seed {r['seed']}: {r['status']}, {r['verdict']}" for r in report["runs"]
+                  if r["status"] != "done" or r["verdict"] == "unknown"]
+    if unfinished:
+        session.error("runs without a verdict: " + "; ".join(unfinished))
+    broken = [r for r in report["failing"] if r["scenario"] == Path(SOAK_BROKEN).stem]
+    if len(broken) != 1 or broken[0]["verdict"] != "invalid" or (
+            f"--seed {broken[0]['seed']} " not in broken[0]["replay"]):
+        session.error(f"the broken run is not listed failing as invalid: {report['failing']}")
+    run = broken[0]
+    session.log(f"broken run seed {run['seed']} listed failing; replaying it: {run['replay']}")
+    session.run(*shlex.split(run["replay"]), success_codes=[1])
+    replayed = _violation_kinds(Path("store/latest/results.json"))
+    original = _violation_kinds(Path(run["run_dir"]) / "results.json")
+    if replayed != original:
+        session.error(f"the replay found {replayed}, the campaign's run {original}")
+    session.log(f"the replay is invalid too, with the same violations: {sorted(replayed)}")
+
+
+def _violation_kinds(results: Path) -> set[str]:
+    doc = json.loads(results.read_text(encoding="utf-8"))
+    return {v["kind"] for v in doc["violations"]}
