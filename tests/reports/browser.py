@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import itertools
 import json
 import shutil
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import psutil
 
 BINARIES = ("chromium", "chromium-browser", "google-chrome")
 
@@ -50,8 +52,21 @@ def visit(page: Path, *, element: str, binary: str, timeout: float = 60.0) -> Pa
             url = _devtools_url(browser)
             return asyncio.run(asyncio.wait_for(_visit(url, page, element), timeout))
         finally:
-            browser.kill()
-            browser.wait()
+            _kill_with_children(browser)
+
+
+def _kill_with_children(browser: subprocess.Popen[str]) -> None:
+    """Chromium's helpers (renderer, crash handler) write to the profile too: all of
+    them must be gone before the profile directory is removed."""
+    try:
+        family = [psutil.Process(browser.pid), *psutil.Process(browser.pid).children(True)]
+    except psutil.NoSuchProcess:
+        family = []
+    for process in family:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+    browser.wait()
+    psutil.wait_procs(family, timeout=10)
 
 
 def _devtools_url(browser: subprocess.Popen[str]) -> str:
