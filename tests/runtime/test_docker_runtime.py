@@ -9,8 +9,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -18,6 +17,7 @@ import pytest
 from docker.client import DockerClient
 
 from faults.management import Management
+from harness.ha_cases import wait_for
 from harness.process_node import amqp_answers, http_answers
 from harness.runtime import ClusterSpec
 from harness.runtime.docker import DockerCluster, DockerRuntime, network_name
@@ -25,13 +25,6 @@ from tests.runtime.docker_support import ENGINE, node_image_tag, run_objects
 
 pytestmark = pytest.mark.skipif(ENGINE is None, reason="no Docker engine answers here")
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -86,11 +79,11 @@ def test_node_links_and_client_links_go_through_toxiproxy(cluster: DockerCluster
         for name in [*cut, "client:c1->n1"]:
             cluster.toxiproxy.disable(name)
         assert not amqp_answers(*address)
-        wait_until(lambda: n1.running_nodes() == {"n1", "n2"}, "n1 to lose n3")
+        wait_for(lambda: n1.running_nodes() == {"n1", "n2"}, "n1 to lose n3")
     finally:
         for name in [*cut, "client:c1->n1"]:
             cluster.toxiproxy.enable(name)
-    wait_until(lambda: n1.running_nodes() == {"n1", "n2", "n3"}, "n1 to see n3 again")
+    wait_for(lambda: n1.running_nodes() == {"n1", "n2", "n3"}, "n1 to see n3 again")
     assert amqp_answers(*address)
 
 

@@ -8,8 +8,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pika
@@ -18,19 +17,13 @@ import pytest
 
 from faults.management import Management
 from faults.process import ProcessState
+from harness.ha_cases import wait_for
 from harness.process_node import amqp_answers, http_answers
 from harness.runtime import ClusterSpec, ClusterStartError, ledger
 from harness.runtime.process import ProcessCluster, ProcessRuntime, stop_recorded
 
 TICK = 0.2
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def pid(cluster: ProcessCluster, node: str) -> int:
@@ -66,11 +59,11 @@ def test_nodes_dial_each_other_only_through_their_link_proxies(
     try:
         for name in cut:
             cluster.toxiproxy.disable(name)
-        wait_until(lambda: n1.running_nodes() == {"n1", "n2"}, "n1 to lose n3")
+        wait_for(lambda: n1.running_nodes() == {"n1", "n2"}, "n1 to lose n3")
     finally:
         for name in cut:
             cluster.toxiproxy.enable(name)
-    wait_until(lambda: n1.running_nodes() == {"n1", "n2", "n3"}, "n1 to see n3 again")
+    wait_for(lambda: n1.running_nodes() == {"n1", "n2", "n3"}, "n1 to see n3 again")
 
 
 def test_client_links_are_proxies_made_once(cluster: ProcessCluster) -> None:
@@ -141,7 +134,7 @@ def test_the_next_runtime_stops_what_a_sigkilled_harness_left(
     holder.wait()
     assert all(p.is_running() for p in left), "nodes outlive their harness"
     assert len(ledger.reap(stop_recorded)) == 1
-    wait_until(lambda: not any(p.is_running() for p in left), "the left processes to stop")
+    wait_for(lambda: not any(p.is_running() for p in left), "the left processes to stop")
     assert list(ledger.ledger_dir().iterdir()) == []
     run_dirs = [p for p in tmp_path.iterdir()
                 if p.name.startswith("mirrorchaos-") and p != ledger.ledger_dir()]
@@ -153,5 +146,5 @@ def test_a_node_that_cannot_start_fails_the_start_with_its_log_tail(tmp_path: Pa
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     with pytest.raises(ClusterStartError, match="unrecognized arguments: --no-such-flag"):
         ProcessRuntime().start(spec)
-    wait_until(lambda: {p.pid for p in psutil.Process().children(recursive=True)} <= before,
+    wait_for(lambda: {p.pid for p in psutil.Process().children(recursive=True)} <= before,
                "every process the runtime started to be gone", timeout=5)
