@@ -32,7 +32,15 @@ from cluster.events import EventLog
 from cluster.ha.coordinator import Coordinator
 from cluster.peer.boot import BootError, BootGate, LastRunningFile
 from cluster.peer.codec import Envelope
-from cluster.peer.detector import AppStarted, AppStopped, Event, PeerDown, PeerUp
+from cluster.peer.detector import (
+    AppStarted,
+    AppStopped,
+    Event,
+    PartialPartition,
+    PeerDown,
+    PeerEvent,
+    PeerUp,
+)
 from cluster.peer.links import ClusterSettings, PeerNetwork
 from cluster.store import MessageStore
 
@@ -134,6 +142,8 @@ class Node:
         self.coordinator: Coordinator | None = None
         self._sync_scheduled = False
         self._paused_for_minority = False
+        # pause_minority after a partial partition: paused until every peer is back.
+        self._awaiting_whole_cluster = False
         self._app_task: asyncio.Task[None] | None = None
         # A new incarnation per app start tells peers we restarted (not partitioned);
         # the first app start keeps the one the links said hello with.
@@ -360,6 +370,9 @@ class Node:
     def _peer_event(self, event: Event) -> None:
         if self._closing_links:
             return  # our own shutdown closes them: no news of the peers (nor a pause)
+        if isinstance(event, PartialPartition):
+            self._partial_partition(event)
+            return
         if isinstance(event, PeerUp):
             self.events.emit("peer_up", peer=event.peer, incarnation=event.incarnation,
                              restarted=event.restarted)
@@ -383,7 +396,7 @@ class Node:
             self._tell_cluster(coordinator, event)
         self._after_cluster_input()
 
-    def _tell_cluster(self, coordinator: Coordinator, event: Event) -> None:
+    def _tell_cluster(self, coordinator: Coordinator, event: PeerEvent) -> None:
         if isinstance(event, PeerDown | AppStopped):
             coordinator.peer_down(event.peer)
             return
@@ -412,18 +425,35 @@ class Node:
             return len(mine) < len(other)
         return min(mine | other) not in mine
 
+    def _partial_partition(self, event: PartialPartition) -> None:
+        """A peer is down to us but not to another we see. As RabbitMQ: under
+        pause_minority, pause until the whole cluster is back; otherwise make the
+        partition a full one by disconnecting from the peer that still hears it."""
+        assert self.peers is not None
+        self.events.emit("partial_partition", lost=event.lost, via=event.via)
+        if self.settings.partition_handling == "pause_minority":
+            self._awaiting_whole_cluster = True
+            self._pause_in_minority()
+        else:
+            self.peers.disconnect(event.via, f"partial partition: it still hears {event.lost}")
+
     def _pause_in_minority(self) -> None:
         """pause_minority: the app stops while this node reaches no more than half of
-        the cluster, and starts again once it reaches a majority."""
+        the cluster (or, after a partial partition, until it reaches all of it), and
+        starts again once it reaches a majority."""
         assert self.peers is not None
         total = len(self.peers.settings.peers) + 1
         reachable = len(self.peers.detector.reachable()) + 1
+        if reachable == total:
+            self._awaiting_whole_cluster = False
         minority = reachable * 2 <= total
-        if minority and not self._paused_for_minority:
+        pause = minority or self._awaiting_whole_cluster
+        if pause and not self._paused_for_minority:
             self._paused_for_minority = True
-            self.events.emit("paused", reason="minority", reachable=reachable, nodes=total)
+            self.events.emit("paused", reason="minority" if minority else "partial partition",
+                             reachable=reachable, nodes=total)
             self._app_change(self.stop_app)
-        elif not minority and self._paused_for_minority:
+        elif not pause and self._paused_for_minority:
             self._paused_for_minority = False
             self.events.emit("resumed", reachable=reachable, nodes=total)
             self._app_change(self.start_app)

@@ -1,14 +1,22 @@
 """Failure and partition detection, I/O-free.
 
-A peer is *up* while its link to us is open and we have heard from it within
-``tick * count`` seconds (heartbeats go out every tick). A peer that comes back up
-with the incarnation it had when it went down never restarted: we were partitioned
-from it (or it was paused), as RabbitMQ concludes when a node it saw go down
-reappears without having restarted.
+A peer is *linked* while its link to us is open and we have heard from it within
+``tick * count`` seconds (heartbeats go out every tick). Every hello and heartbeat says
+which peers its sender hears, and a peer is *up* only while it is linked and hears us:
+a link cut one way takes the pair apart on both sides, as a dropped Erlang distribution
+connection does. A peer that comes back up with the incarnation it had when it went
+down never restarted: we were partitioned from it (or it was paused), as RabbitMQ
+concludes when a node it saw go down reappears without having restarted.
+
+When a peer goes down we ask the peers still up whether they hear it. One that goes on
+hearing it answers, and a peer down to us yet up to one we see is a *partial*
+partition, which the node's partition handling turns into a pause or a full partition
+(RabbitMQ's ``rabbit_node_monitor`` does the same).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 
@@ -43,52 +51,98 @@ class AppStarted:
     incarnation: str
 
 
-Event = PeerUp | PeerDown | AppStopped | AppStarted
+@dataclass(frozen=True, slots=True)
+class PartialPartition:
+    """``lost`` is down to us while ``via``, which we see, still hears it."""
+
+    lost: str
+    via: str
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """For the links to send: ask ``to`` whether it still hears ``about``."""
+
+    to: str
+    about: str
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """For the links to send: tell ``to`` that we still hear ``about``."""
+
+    to: str
+    about: str
+
+
+PeerEvent = PeerUp | PeerDown | AppStopped | AppStarted
+Event = PeerEvent | PartialPartition
+Output = Event | Ask | Answer
 
 
 @dataclass(slots=True)
 class PeerState:
     up: bool = False
-    incarnation: str | None = None
+    incarnation: str | None = None  # the one it had when last up
     app_running: bool = False
     last_heard: float = 0.0
+    linked: bool = False
+    hears: frozenset[str] = frozenset()  # as its last hello or heartbeat said
 
 
 class FailureDetector:
-    def __init__(self, peers: list[str], tick: float, count: int) -> None:
+    def __init__(self, me: str, peers: list[str], tick: float, count: int) -> None:
+        self.me = me
         self.timeout = tick * count
         self.peers = {name: PeerState() for name in peers}
         self.partitions: set[str] = set()
+        self._asked_about: set[str] = set()  # peers down to us we asked others about
+        # (asker, peer it lost): answered when we next hear that peer, dropped when
+        # either goes down to us.
+        self._questions: list[tuple[str, str]] = []
 
-    def hello(self, peer: str, incarnation: str, app_running: bool, now: float) -> list[Event]:
-        """The peer opened its link to us (or reconnected)."""
+    def hello(self, peer: str, incarnation: str, app_running: bool, hears: Collection[str],
+              now: float) -> list[Output]:
+        """The peer opened its link to us (or redialled), or said it is still there."""
         state = self.peers[peer]
-        if state.up and state.incarnation == incarnation:
-            return self._app_state(peer, app_running, now)
+        outputs: list[Output] = []
+        if state.up and state.incarnation != incarnation:
+            outputs += self._down(peer, "restarted")
+        elif state.up and self.me not in hears:
+            outputs += self._down(peer, "it no longer hears us")
+        state.linked, state.last_heard, state.hears = True, now, frozenset(hears)
+        if state.up:
+            outputs += self._app_state(peer, app_running)
+        else:
+            state.app_running = app_running
+            if self.me in state.hears:
+                outputs.append(self._up(peer, incarnation))
+        if state.up:
+            outputs += self._answers(peer)
+        return outputs
+
+    heard = hello  # a heartbeat says what a hello says
+
+    def message(self, peer: str, now: float) -> list[Output]:
+        """Any other message from the peer: it is still there."""
+        state = self.peers[peer]
         state.last_heard = now
-        state.app_running = app_running
-        events: list[Event] = []
-        if state.up:  # a new incarnation without our noticing the old one die
-            events.append(PeerDown(peer, "restarted"))
+        return self._answers(peer) if state.up else []
+
+    def _up(self, peer: str, incarnation: str) -> PeerUp:
+        state = self.peers[peer]
         restarted = state.incarnation is not None and state.incarnation != incarnation
         partition = state.incarnation == incarnation
         state.up, state.incarnation = True, incarnation
+        self._asked_about.discard(peer)
         if restarted:
             self.partitions.discard(peer)
         if partition:
             self.partitions.add(peer)
-        events.append(PeerUp(peer, incarnation, restarted, partition))
-        return events
+        return PeerUp(peer, incarnation, restarted, partition)
 
-    def heard(self, peer: str, incarnation: str, app_running: bool, now: float) -> list[Event]:
+    def _app_state(self, peer: str, app_running: bool) -> list[Output]:
         state = self.peers[peer]
-        if not state.up or state.incarnation != incarnation:
-            return self.hello(peer, incarnation, app_running, now)
-        return self._app_state(peer, app_running, now)
-
-    def _app_state(self, peer: str, app_running: bool, now: float) -> list[Event]:
-        state = self.peers[peer]
-        state.last_heard = now
         was_running, state.app_running = state.app_running, app_running
         if was_running and not app_running:
             return [AppStopped(peer)]
@@ -96,23 +150,60 @@ class FailureDetector:
             return [AppStarted(peer, state.incarnation or "")]
         return []
 
-    def link_closed(self, peer: str) -> list[Event]:
+    def link_closed(self, peer: str) -> list[Output]:
+        self.peers[peer].linked = False
         return self._down(peer, "connection closed")
 
-    def tick(self, now: float) -> list[Event]:
-        events: list[Event] = []
+    def tick(self, now: float) -> list[Output]:
+        outputs: list[Output] = []
         for name, state in self.peers.items():
-            if state.up and now - state.last_heard > self.timeout:
-                events += self._down(name, f"no heartbeat for {self.timeout:g}s")
-        return events
+            if state.linked and now - state.last_heard > self.timeout:
+                state.linked = False
+                outputs += self._down(name, f"no heartbeat for {self.timeout:g}s")
+        return outputs
 
-    def _down(self, peer: str, reason: str) -> list[Event]:
+    def disconnect(self, peer: str, reason: str) -> list[Output]:
+        """Take the peer down although its link works: it comes back up (partitioned
+        from us) with its next heartbeat."""
+        return self._down(peer, reason)
+
+    def _down(self, peer: str, reason: str) -> list[Output]:
         state = self.peers[peer]
         if not state.up:
             return []
         state.up = False
         state.app_running = False
-        return [PeerDown(peer, reason)]
+        self._questions = [q for q in self._questions if peer not in q]
+        outputs: list[Output] = [PeerDown(peer, reason)]
+        if reason != "restarted":
+            self._asked_about.add(peer)
+            outputs += [Ask(name, peer) for name in self.reachable()]
+        return outputs
+
+    # -- partial partitions -------------------------------------------------------------
+
+    def asked(self, asker: str, about: str) -> None:
+        """``asker`` lost ``about``: we answer when we next hear ``about``, unless it
+        goes down to us first."""
+        if self.peers[asker].up and about in self.peers and self.peers[about].up:
+            self._questions.append((asker, about))
+
+    def _answers(self, peer: str) -> list[Output]:
+        answers: list[Output] = [Answer(q[0], peer) for q in self._questions if q[1] == peer]
+        if answers:
+            self._questions = [q for q in self._questions if q[1] != peer]
+        return answers
+
+    def answered(self, via: str, about: str) -> list[Output]:
+        if about in self._asked_about and self.peers[via].up:
+            return [PartialPartition(about, via)]
+        return []
+
+    # -- views --------------------------------------------------------------------------
+
+    def hears(self) -> list[str]:
+        """Peers we hear: what our hello and heartbeats say."""
+        return sorted(n for n, s in self.peers.items() if s.linked)
 
     def running(self) -> list[str]:
         """Peers that are up with their broker app running."""

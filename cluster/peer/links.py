@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cluster.peer.codec import CodecError, Envelope, FrameBuffer, encode
-from cluster.peer.detector import Event, FailureDetector, PeerDown
+from cluster.peer.detector import Answer, Ask, Event, FailureDetector, Output
 
 log = logging.getLogger("mirrorchaos.peer")
 
@@ -101,7 +101,8 @@ class PeerNetwork:
         self._status = status
         self._on_event = on_event
         self._on_message = on_message
-        self.detector = FailureDetector(list(settings.peers), settings.tick, settings.count)
+        self.detector = FailureDetector(me, list(settings.peers), settings.tick,
+                                        settings.count)
         self._inbound: dict[str, _Inbound] = {}
         self._outbound: dict[str, asyncio.Transport] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -142,19 +143,27 @@ class PeerNetwork:
         return True
 
     def announce(self) -> None:
-        """Tell every peer our app state now (it started or stopped), ahead of the next
+        """Tell every peer our app state and whom we hear now, ahead of the next
         heartbeat and of anything the app sends."""
         for peer in list(self._outbound):
             self.send(peer, self._heartbeat())
 
+    def disconnect(self, peer: str, reason: str) -> None:
+        """Take ``peer`` down and ask it to do the same of us (a partial partition made
+        full): our links stay, so each comes back up to the other as partitioned."""
+        self.send(peer, Envelope("disconnect", {}))
+        self._emit(self.detector.disconnect(peer, reason))
+
     def _heartbeat(self) -> Envelope:
-        incarnation, running = self._status()
-        return Envelope("hb", {"incarnation": incarnation, "app": running})
+        return Envelope("hb", self._status_fields())
 
     def _hello(self) -> Envelope:
-        incarnation, running = self._status()
         return Envelope("hello", {"cluster": self.settings.name, "node": self.me,
-                                  "incarnation": incarnation, "app": running})
+                                  **self._status_fields()})
+
+    def _status_fields(self) -> dict[str, object]:
+        incarnation, running = self._status()
+        return {"incarnation": incarnation, "app": running, "hears": self.detector.hears()}
 
     # -- inbound ------------------------------------------------------------------------
 
@@ -174,24 +183,43 @@ class PeerNetwork:
         if previous is not None:
             previous.peer = None  # replaced: its closing must not mark the peer down
             previous.close()
-        self._emit(self.detector.hello(peer, str(fields.get("incarnation")),
-                                       bool(fields.get("app")), self._now()))
+        self._heard(peer, envelope)
         return peer
 
+    def _heard(self, peer: str, envelope: Envelope) -> None:
+        fields = envelope.fields
+        hears = fields.get("hears")
+        linked = self.detector.peers[peer].linked
+        self._emit(self.detector.heard(
+            peer, str(fields.get("incarnation")), bool(fields.get("app")),
+            [str(n) for n in hears] if isinstance(hears, list) else [], self._now()))
+        if not linked:
+            self.send(peer, self._heartbeat())  # now we hear it: tell it without delay
+
     def received(self, peer: str, envelope: Envelope) -> None:
-        if envelope.type in ("hb", "hello"):
-            self._emit(self.detector.heard(peer, str(envelope.fields.get("incarnation")),
-                                           bool(envelope.fields.get("app")), self._now()))
+        kind = envelope.type
+        if kind in ("hb", "hello"):
+            self._heard(peer, envelope)
             return
-        state = self.detector.peers[peer]
-        state.last_heard = self._now()
-        if state.up:
+        if kind == "ask":
+            self.detector.asked(peer, str(envelope.fields.get("node")))
+            return
+        if kind == "answer":
+            self._emit(self.detector.answered(peer, str(envelope.fields.get("node"))))
+            return
+        if kind == "disconnect":
+            self._emit(self.detector.disconnect(peer, "it disconnected from us"))
+            return
+        self._emit(self.detector.message(peer, self._now()))
+        if self.detector.peers[peer].up:
             self._on_message(peer, envelope)
 
     def inbound_lost(self, peer: str, inbound: _Inbound) -> None:
         if self._inbound.get(peer) is inbound:
             del self._inbound[peer]
-            self._emit(self.detector.link_closed(peer))
+            outputs = self.detector.link_closed(peer)
+            self.announce()
+            self._emit(outputs)
 
     # -- outbound -----------------------------------------------------------------------
 
@@ -226,19 +254,27 @@ class PeerNetwork:
     async def _watch(self) -> None:
         while True:
             await asyncio.sleep(self.settings.tick / 2)
-            events = self.detector.tick(self._now())
-            for event in events:
+            outputs = self.detector.tick(self._now())
+            silent = [peer for peer, state in self.detector.peers.items()
+                      if not state.linked and peer in self._inbound]
+            for peer in silent:
                 # A silent peer must say hello again before we believe it is back.
-                if isinstance(event, PeerDown) and event.peer in self._inbound:
-                    inbound = self._inbound.pop(event.peer)
-                    inbound.peer = None
-                    inbound.close()
-            self._emit(events)
+                inbound = self._inbound.pop(peer)
+                inbound.peer = None
+                inbound.close()
+            if silent:
+                self.announce()  # whom we hear changed: before any question goes out
+            self._emit(outputs)
 
     @staticmethod
     def _now() -> float:
         return asyncio.get_running_loop().time()
 
-    def _emit(self, events: list[Event]) -> None:
-        for event in events:
-            self._on_event(event)
+    def _emit(self, outputs: list[Output]) -> None:
+        for output in outputs:
+            if isinstance(output, Ask):
+                self.send(output.to, Envelope("ask", {"node": output.about}))
+            elif isinstance(output, Answer):
+                self.send(output.to, Envelope("answer", {"node": output.about}))
+            else:
+                self._on_event(output)

@@ -5,49 +5,109 @@ from __future__ import annotations
 import pytest
 
 from cluster.peer.codec import CodecError, Envelope, FrameBuffer, encode
-from cluster.peer.detector import AppStarted, AppStopped, FailureDetector, PeerDown, PeerUp
+from cluster.peer.detector import (
+    Answer,
+    AppStarted,
+    AppStopped,
+    Ask,
+    FailureDetector,
+    PartialPartition,
+    PeerDown,
+    PeerUp,
+)
+
+ME = ["a"]  # a peer's report that it hears us, node "a"
+
+
+def detector(*peers: str) -> FailureDetector:
+    return FailureDetector("a", list(peers or ["b"]), tick=1.0, count=4)
 
 
 def test_peer_goes_down_after_missed_ticks_and_a_return_without_restart_is_a_partition() -> None:
-    detector = FailureDetector(["b"], tick=1.0, count=4)
-    assert detector.hello("b", "inc1", True, now=0.0) == [PeerUp("b", "inc1", False, False)]
-    assert detector.running() == ["b"]
-    assert detector.heard("b", "inc1", True, now=3.9) == []
-    assert detector.tick(now=7.8) == []
-    assert detector.tick(now=8.0) == [PeerDown("b", "no heartbeat for 4s")]
-    assert detector.running() == []
-    assert detector.hello("b", "inc1", True, now=20.0) == [PeerUp("b", "inc1", False, True)]
-    assert detector.partitions == {"b"}
+    d = detector()
+    assert d.hello("b", "inc1", True, ME, now=0.0) == [PeerUp("b", "inc1", False, False)]
+    assert d.running() == ["b"]
+    assert d.heard("b", "inc1", True, ME, now=3.9) == []
+    assert d.tick(now=7.8) == []
+    assert d.tick(now=8.0) == [PeerDown("b", "no heartbeat for 4s")]
+    assert d.running() == [] and d.hears() == []
+    assert d.hello("b", "inc1", True, ME, now=20.0) == [PeerUp("b", "inc1", False, True)]
+    assert d.partitions == {"b"}
+
+
+def test_a_peer_is_up_only_while_it_hears_us_too() -> None:
+    d = detector()
+    # b's link reaches us, but b has not heard from us yet: linked, not up.
+    assert d.hello("b", "inc1", True, [], now=0.0) == []
+    assert d.hears() == ["b"] and d.reachable() == []
+    assert d.heard("b", "inc1", True, ME, now=0.5) == [PeerUp("b", "inc1", False, False)]
+    # A cut from us to b: b's heartbeats still arrive, saying it lost us.
+    assert d.heard("b", "inc1", True, [], now=1.0) == [PeerDown("b", "it no longer hears us")]
+    assert d.heard("b", "inc1", True, [], now=2.0) == []
+    assert d.reachable() == [] and d.hears() == ["b"]
+    assert d.heard("b", "inc1", True, ME, now=3.0) == [PeerUp("b", "inc1", False, True)]
 
 
 def test_a_new_incarnation_is_a_restart_and_clears_the_partition() -> None:
-    detector = FailureDetector(["b"], tick=1.0, count=4)
-    detector.hello("b", "inc1", True, now=0.0)
-    detector.link_closed("b")
-    detector.hello("b", "inc1", True, now=1.0)
-    assert detector.partitions == {"b"}
-    assert detector.heard("b", "inc2", True, now=2.0) == [
+    d = detector()
+    d.hello("b", "inc1", True, ME, now=0.0)
+    d.link_closed("b")
+    d.hello("b", "inc1", True, ME, now=1.0)
+    assert d.partitions == {"b"}
+    assert d.heard("b", "inc2", True, ME, now=2.0) == [
         PeerDown("b", "restarted"), PeerUp("b", "inc2", True, False)
     ]
-    assert detector.partitions == set()
+    assert d.partitions == set()
 
 
 def test_a_peer_that_links_up_before_its_app_reports_the_app_start_and_stop() -> None:
-    detector = FailureDetector(["b"], tick=1.0, count=4)
-    assert detector.hello("b", "inc1", False, now=0.0) == [PeerUp("b", "inc1", False, False)]
-    assert detector.heard("b", "inc1", True, now=0.5) == [AppStarted("b", "inc1")]
-    assert detector.running() == ["b"]
-    assert detector.heard("b", "inc1", True, now=1.0) == []
+    d = detector()
+    assert d.hello("b", "inc1", False, ME, now=0.0) == [PeerUp("b", "inc1", False, False)]
+    assert d.heard("b", "inc1", True, ME, now=0.5) == [AppStarted("b", "inc1")]
+    assert d.running() == ["b"]
+    assert d.heard("b", "inc1", True, ME, now=1.0) == []
     # A redialled link says hello again: the same incarnation is no event, but its
     # app state still counts.
-    assert detector.hello("b", "inc1", False, now=1.5) == [AppStopped("b")]
-    assert detector.running() == [] and detector.partitions == set()
+    assert d.hello("b", "inc1", False, ME, now=1.5) == [AppStopped("b")]
+    assert d.running() == [] and d.partitions == set()
 
 
 def test_a_stopped_app_is_reachable_but_not_running() -> None:
-    detector = FailureDetector(["b"], tick=1.0, count=4)
-    detector.hello("b", "inc1", False, now=0.0)
-    assert detector.reachable() == ["b"] and detector.running() == []
+    d = detector()
+    d.hello("b", "inc1", False, ME, now=0.0)
+    assert d.reachable() == ["b"] and d.running() == []
+
+
+def test_a_lost_peer_that_another_still_hears_is_a_partial_partition() -> None:
+    a = detector("b", "c")
+    c = FailureDetector("c", ["a", "b"], tick=1.0, count=4)
+    for peer in ("b", "c"):
+        a.hello(peer, "inc-" + peer, True, ["a", "b", "c"], now=0.0)
+    c.hello("a", "inc-a", True, ["b", "c"], now=0.0)
+    c.hello("b", "inc-b", True, ["a", "c"], now=0.0)
+    # a stops hearing b; it asks c, the only peer it still sees.
+    a.heard("c", "inc-c", True, ["a", "b", "c"], now=4.0)
+    assert a.tick(now=4.5) == [PeerDown("b", "no heartbeat for 4s"), Ask("c", "b")]
+    c.asked("a", "b")
+    # c answers once it hears b again, which proves b still reaches it.
+    assert c.heard("a", "inc-a", True, ["c"], now=5.2) == []
+    assert c.message("b", now=5.3) == [Answer("a", "b")]  # any message will do
+    assert c.heard("b", "inc-b", True, ["a", "c"], now=5.4) == []  # once
+    assert a.answered("c", "b") == [PartialPartition("b", "c")]
+    # Once b is back to a, a late answer is no news.
+    a.hello("b", "inc-b", True, ["a", "c"], now=6.0)
+    assert a.answered("c", "b") == []
+
+
+def test_a_peer_lost_by_everyone_gets_no_answer() -> None:
+    c = FailureDetector("c", ["a", "b"], tick=1.0, count=4)
+    c.hello("a", "inc-a", True, ["b", "c"], now=0.0)
+    c.hello("b", "inc-b", True, ["a", "c"], now=0.0)
+    c.heard("a", "inc-a", True, ["c"], now=4.0)
+    c.asked("a", "b")
+    # b goes silent to c as well: the question lapses with it.
+    assert c.tick(now=4.2) == [PeerDown("b", "no heartbeat for 4s"), Ask("a", "b")]
+    assert c.heard("b", "inc-b", True, ["a", "c"], now=9.0) == [PeerUp("b", "inc-b", False, True)]
 
 
 def test_codec_round_trip_across_arbitrary_chunking() -> None:

@@ -66,10 +66,11 @@ def toxiproxy_url() -> Iterator[str]:
     server.wait()
 
 
-def start_cluster(tmp_path: Path, names: list[str],
-                  address: Callable[[str, str, int], str]) -> dict[str, NodeProcess]:
+def start_cluster(tmp_path: Path, names: list[str], address: Callable[[str, str, int], str],
+                  extra_args: tuple[str, ...] = ()) -> dict[str, NodeProcess]:
     """Start nodes where ``address(src, dst, dst_cluster_port)`` is what src dials."""
-    nodes = {name: NodeProcess(name, tmp_path / name, cluster_port=free_port(), tick=TICK)
+    nodes = {name: NodeProcess(name, tmp_path / name, cluster_port=free_port(), tick=TICK,
+                               extra_args=list(extra_args))
              for name in names}
     for src, dst in permutations(names, 2):
         nodes[src].peers[dst] = address(src, dst, nodes[dst].cluster_port or 0)
@@ -114,37 +115,72 @@ def test_a_node_stopping_gracefully_reports_no_peer_loss_of_its_own(tmp_path: Pa
             node.kill()
 
 
-def test_black_holed_links_partition_the_nodes_and_a_one_way_cut_is_one_sided(
-    tmp_path: Path, toxiproxy_url: str
-) -> None:
+@pytest.fixture
+def proxied(toxiproxy_url: str) -> Callable[[str, str, int], str]:
+    """Route each directed link through its own proxy, named ``src-dst``."""
     def via_proxy(src: str, dst: str, port: int) -> str:
         listen = f"127.0.0.1:{free_port()}"
         http("POST", f"{toxiproxy_url}/proxies",
              {"name": f"{src}-{dst}", "listen": listen, "upstream": f"127.0.0.1:{port}"})
         return listen
+    return via_proxy
 
-    def black_hole(link: str) -> None:
-        http("POST", f"{toxiproxy_url}/proxies/{link}/toxics",
-             {"name": "cut", "type": "timeout", "stream": "upstream",
-              "attributes": {"timeout": 0}})
 
-    def heal(link: str) -> None:
-        http("DELETE", f"{toxiproxy_url}/proxies/{link}/toxics/cut")
+def black_hole(toxiproxy_url: str, link: str) -> None:
+    http("POST", f"{toxiproxy_url}/proxies/{link}/toxics",
+         {"name": "cut", "type": "timeout", "stream": "upstream",
+          "attributes": {"timeout": 0}})
 
-    nodes = start_cluster(tmp_path, ["n1", "n2"], via_proxy)
+
+def heal(toxiproxy_url: str, link: str) -> None:
+    http("DELETE", f"{toxiproxy_url}/proxies/{link}/toxics/cut")
+
+
+def test_a_one_way_cut_parts_both_sides_and_its_heal_is_a_partition(
+    tmp_path: Path, toxiproxy_url: str, proxied: Callable[[str, str, int], str]
+) -> None:
+    nodes = start_cluster(tmp_path, ["n1", "n2"], proxied)
     n1, n2 = nodes["n1"], nodes["n2"]
     try:
-        black_hole("n1-n2")  # n2 no longer hears n1; n1 still hears n2
+        # n2 no longer hears n1; n1 still hears n2, which says it lost n1: as when an
+        # Erlang distribution connection drops, each side loses the other.
+        black_hole(toxiproxy_url, "n1-n2")
         wait_until(lambda: running_nodes(n2) == {"n2"}, "n2 to lose n1")
-        assert running_nodes(n1) == {"n1", "n2"}
-        black_hole("n2-n1")
         wait_until(lambda: running_nodes(n1) == {"n1"}, "n1 to lose n2")
-        heal("n1-n2")
-        heal("n2-n1")
+        assert [e["reason"] for e in events(n1, "peer_down")] == ["it no longer hears us"]
+        heal(toxiproxy_url, "n1-n2")
         for node, peer in ((n1, "n2"), (n2, "n1")):
-            wait_until(lambda n=node: running_nodes(n) == {"n1", "n2"}, "the links to heal")
+            wait_until(lambda n=node: running_nodes(n) == {"n1", "n2"}, "the link to heal")
             assert partitions(node) == [peer]
             assert [e["peer"] for e in events(node, "partition_detected")] == [peer]
+    finally:
+        for node in nodes.values():
+            node.kill()
+
+
+def test_a_partial_partition_pauses_both_sides_under_pause_minority(
+    tmp_path: Path, toxiproxy_url: str, proxied: Callable[[str, str, int], str]
+) -> None:
+    nodes = start_cluster(tmp_path, ["n1", "n2", "n3"], proxied,
+                          ["--partition-handling", "pause_minority"])
+    n1, n2, n3 = nodes["n1"], nodes["n2"], nodes["n3"]
+    try:
+        # n3 stops hearing n1 while both still reach n2, so each is in a majority;
+        # n2 tells each that it still hears the other, and both pause until the
+        # whole cluster is back, as RabbitMQ's pause_minority does.
+        black_hole(toxiproxy_url, "n1-n3")
+        for node, lost in ((n1, "n3"), (n3, "n1")):
+            wait_until(lambda n=node: bool(events(n, "paused")), "a pause")
+            assert [(e["lost"], e["via"]) for e in events(node, "partial_partition")] \
+                == [(lost, "n2")]
+            assert events(node, "paused")[0]["reason"] == "partial partition"
+        assert events(n2, "paused") == [] and events(n2, "partial_partition") == []
+        wait_until(lambda: running_nodes(n2) == {"n2"}, "n2 to run alone")
+        heal(toxiproxy_url, "n1-n3")
+        for node in nodes.values():
+            wait_until(lambda n=node: running_nodes(n) == {"n1", "n2", "n3"},
+                       "the cluster to run again")
+        assert [len(events(n, "resumed")) for n in (n1, n2, n3)] == [1, 0, 1]
     finally:
         for node in nodes.values():
             node.kill()

@@ -124,8 +124,10 @@ def test_reset_peer_on_a_node_link_silences_that_direction(cluster: LiveCluster)
     result = nemesis.invoke(Op("degrade", {"toxic": "reset_peer", "links": ["link:n1->n2"],
                                            "stream": "upstream"}))
     assert result.value["attributes"] == {"timeout": 0}
-    cluster.wait_views({"n2": {"n2"}})  # every connection n1 dials to n2 is reset
-    assert cluster.running("n1") == {"n1", "n2"}
+    # Every connection n1 dials to n2 is reset, while n2's heartbeats still reach n1,
+    # saying it no longer hears n1: each loses the other.
+    cluster.wait_views({"n2": {"n2"}, "n1": {"n1"}})
+    assert [e["reason"] for e in cluster.events("n1", "peer_down")] == ["it no longer hears us"]
     link = split_address(cluster.topology.node_link("n1", "n2").address)
     with pytest.raises(ConnectionResetError), socket.create_connection(link, timeout=2) as sock:
         sock.sendall(b"anything")
