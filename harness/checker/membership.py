@@ -90,17 +90,24 @@ def changes_from(faults: Iterable[Fault], syncs: Iterable[tuple[float, str]],
 
 
 def paused_minority(fault: Fault, nodes: tuple[str, ...]) -> tuple[str, ...]:
-    """Nodes that stop under ``pause_minority``: those that hear at most half the cluster.
+    """Nodes that stop under ``pause_minority``.
 
     The partition is the fault's ``grudge`` (node -> nodes it cannot hear), or without
-    one, its targets cut off from the other nodes.
+    one, its targets cut off from the other nodes. A cut parts two nodes both ways (each
+    loses the other, as when an Erlang connection drops). A node pauses when it reaches
+    no more than half the cluster, or when it lost a node that a node it reaches still
+    reaches (a partial partition: it pauses until the whole cluster is back).
     """
     grudge: Mapping[str, list[str]] = fault.detail.get("grudge") or {}
     if not grudge:
         inside = set(fault.targets)
         grudge = {n: [m for m in nodes if (m in inside) != (n in inside)] for n in nodes}
+    apart = {n: {m for m in nodes if m != n and (m in grudge.get(n, ()) or n in grudge.get(m, ()))}
+             for n in nodes}
+    reaches = {n: set(nodes) - apart[n] for n in nodes}
     half = len(nodes) / 2
-    return tuple(n for n in nodes if len(nodes) - len(set(grudge.get(n, ())) - {n}) <= half)
+    return tuple(n for n in nodes if len(reaches[n]) <= half
+                 or any(lost in reaches[via] for via in reaches[n] - {n} for lost in apart[n]))
 
 
 def covers(policy: Mapping[str, Any], node: str, members: list[str]) -> bool:

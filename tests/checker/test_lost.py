@@ -230,6 +230,26 @@ def test_pause_minority_pausing_the_master_promotes_like_a_crash() -> None:
     assert excused(run(b), "unsynchronised-promotion") == ["p1-1"]
 
 
+def test_pause_minority_a_one_way_cut_pauses_both_its_ends() -> None:
+    b = builder(partition_handling="pause_minority")
+    b.publish("p1-1")
+    _mirrors_rejoin_empty(b)
+    # n3 cannot hear the master n1; n2 still reaches both, so both ends pause (a
+    # partial partition) and n2's empty mirror is promoted.
+    b.heal(b.fault("partition", grudge={"n3": ["n1"]}))
+    b.drain()
+    assert excused(run(b), "unsynchronised-promotion") == ["p1-1"]
+
+
+def test_pause_minority_a_node_cut_off_from_everyone_pauses_alone() -> None:
+    b = builder(partition_handling="pause_minority")
+    b.publish("p1-1")
+    _mirrors_rejoin_empty(b)
+    b.heal(b.fault("partition", grudge={"n3": ["n1", "n2"]}))  # the master keeps running
+    b.drain()
+    assert violated(run(b), "lost") == ["p1-1"]
+
+
 def test_no_ack_consumer_losing_its_connection_after_the_publish_is_a_caveat() -> None:
     b = builder()
     b.consume("c1", mode="no-ack")
