@@ -39,6 +39,7 @@ from cluster.peer.detector import (
     PartialPartition,
     PeerDown,
     PeerEvent,
+    PeerLost,
     PeerUp,
 )
 from cluster.peer.links import ClusterSettings, PeerNetwork
@@ -373,6 +374,9 @@ class Node:
         if isinstance(event, PartialPartition):
             self._partial_partition(event)
             return
+        if isinstance(event, PeerLost):
+            self._peer_lost(event.peer)
+            return
         if isinstance(event, PeerUp):
             self.events.emit("peer_up", peer=event.peer, incarnation=event.incarnation,
                              restarted=event.restarted)
@@ -397,6 +401,8 @@ class Node:
         self._after_cluster_input()
 
     def _tell_cluster(self, coordinator: Coordinator, event: PeerEvent) -> None:
+        if isinstance(event, PeerDown) and self.settings.partition_handling == "pause_minority":
+            return  # told once settled (`_peer_lost`): it may be a partial partition
         if isinstance(event, PeerDown | AppStopped):
             coordinator.peer_down(event.peer)
             return
@@ -424,6 +430,16 @@ class Node:
         if len(mine) != len(other):
             return len(mine) < len(other)
         return min(mine | other) not in mine
+
+    def _peer_lost(self, peer: str) -> None:
+        """pause_minority: the cluster hears of a lost peer once no peer we see still
+        hears it, so that a node about to pause for a partial partition has not acted
+        on the loss first (promoted its mirrors, confirmed what only it holds)."""
+        coordinator = self.coordinator
+        if (self.settings.partition_handling == "pause_minority" and coordinator is not None
+                and not self._paused_for_minority):
+            coordinator.peer_down(peer)
+            self._after_cluster_input()
 
     def _partial_partition(self, event: PartialPartition) -> None:
         """A peer is down to us but not to another we see. As RabbitMQ: under

@@ -8,10 +8,12 @@ connection does. A peer that comes back up with the incarnation it had when it w
 down never restarted: we were partitioned from it (or it was paused), as RabbitMQ
 concludes when a node it saw go down reappears without having restarted.
 
-When a peer goes down we ask the peers still up whether they hear it. One that goes on
-hearing it answers, and a peer down to us yet up to one we see is a *partial*
-partition, which the node's partition handling turns into a pause or a full partition
-(RabbitMQ's ``rabbit_node_monitor`` does the same).
+When a peer goes down we ask the peers still up whether they hear it. Each answers
+when it next hears from it (it does) or loses it (it does not). A peer down to us yet
+up to one we see is a *partial* partition, which the node's partition handling turns
+into a pause or a full partition (RabbitMQ's ``rabbit_node_monitor`` does the same);
+once every answer is no, or a failure-detection window has passed, the loss is
+settled (`PeerLost`).
 """
 
 from __future__ import annotations
@@ -60,6 +62,13 @@ class PartialPartition:
 
 
 @dataclass(frozen=True, slots=True)
+class PeerLost:
+    """No peer we asked about a lost ``peer`` hears it: not a partial partition."""
+
+    peer: str
+
+
+@dataclass(frozen=True, slots=True)
 class Ask:
     """For the links to send: ask ``to`` whether it still hears ``about``."""
 
@@ -69,14 +78,15 @@ class Ask:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """For the links to send: tell ``to`` that we still hear ``about``."""
+    """For the links to send: tell ``to`` whether we still hear ``about``."""
 
     to: str
     about: str
+    hears: bool
 
 
 PeerEvent = PeerUp | PeerDown | AppStopped | AppStarted
-Event = PeerEvent | PartialPartition
+Event = PeerEvent | PartialPartition | PeerLost
 Output = Event | Ask | Answer
 
 
@@ -96,15 +106,17 @@ class FailureDetector:
         self.timeout = tick * count
         self.peers = {name: PeerState() for name in peers}
         self.partitions: set[str] = set()
-        self._asked_about: set[str] = set()  # peers down to us we asked others about
-        # (asker, peer it lost): answered when we next hear that peer, dropped when
-        # either goes down to us.
+        # Peers down to us -> (the peers yet to say whether they hear it, deadline).
+        self._unsettled: dict[str, tuple[set[str], float]] = {}
+        # (asker, peer it lost): answered when we next hear that peer or lose it.
         self._questions: list[tuple[str, str]] = []
+        self._clock = 0.0  # the latest time we were given
 
     def hello(self, peer: str, incarnation: str, app_running: bool, hears: Collection[str],
               now: float) -> list[Output]:
         """The peer opened its link to us (or redialled), or said it is still there."""
         state = self.peers[peer]
+        self._clock = now
         outputs: list[Output] = []
         if state.up and state.incarnation != incarnation:
             outputs += self._down(peer, "restarted")
@@ -126,7 +138,7 @@ class FailureDetector:
     def message(self, peer: str, now: float) -> list[Output]:
         """Any other message from the peer: it is still there."""
         state = self.peers[peer]
-        state.last_heard = now
+        self._clock = state.last_heard = now
         return self._answers(peer) if state.up else []
 
     def _up(self, peer: str, incarnation: str) -> PeerUp:
@@ -134,7 +146,7 @@ class FailureDetector:
         restarted = state.incarnation is not None and state.incarnation != incarnation
         partition = state.incarnation == incarnation
         state.up, state.incarnation = True, incarnation
-        self._asked_about.discard(peer)
+        self._unsettled.pop(peer, None)  # back before the answers: no loss to settle
         if restarted:
             self.partitions.discard(peer)
         if partition:
@@ -155,11 +167,16 @@ class FailureDetector:
         return self._down(peer, "connection closed")
 
     def tick(self, now: float) -> list[Output]:
+        self._clock = now
         outputs: list[Output] = []
         for name, state in self.peers.items():
             if state.linked and now - state.last_heard > self.timeout:
                 state.linked = False
                 outputs += self._down(name, f"no heartbeat for {self.timeout:g}s")
+        for lost, (_, deadline) in list(self._unsettled.items()):
+            if deadline < now:
+                del self._unsettled[lost]
+                outputs.append(PeerLost(lost))
         return outputs
 
     def disconnect(self, peer: str, reason: str) -> list[Output]:
@@ -173,31 +190,56 @@ class FailureDetector:
             return []
         state.up = False
         state.app_running = False
-        self._questions = [q for q in self._questions if peer not in q]
         outputs: list[Output] = [PeerDown(peer, reason)]
-        if reason != "restarted":
-            self._asked_about.add(peer)
-            outputs += [Ask(name, peer) for name in self.reachable()]
+        outputs += [Answer(q[0], peer, False) for q in self._questions if q[1] == peer]
+        self._questions = [q for q in self._questions if peer not in q]
+        for lost, (waiting, _) in list(self._unsettled.items()):
+            if peer in waiting:  # it cannot answer now
+                outputs += self._settle(lost, peer)
+        if reason == "restarted":
+            outputs.append(PeerLost(peer))  # a restart is no partition: nothing to ask
+            return outputs
+        asking = set(self.reachable())
+        self._unsettled[peer] = (asking, self._clock + self.timeout)
+        outputs += [Ask(name, peer) for name in sorted(asking)]
+        if not asking:
+            outputs += self._settle(peer, None)
         return outputs
+
+    def _settle(self, lost: str, answered: str | None) -> list[Output]:
+        waiting, _ = self._unsettled[lost]
+        waiting.discard(answered or "")
+        if waiting:
+            return []
+        del self._unsettled[lost]
+        return [PeerLost(lost)]
 
     # -- partial partitions -------------------------------------------------------------
 
-    def asked(self, asker: str, about: str) -> None:
-        """``asker`` lost ``about``: we answer when we next hear ``about``, unless it
-        goes down to us first."""
-        if self.peers[asker].up and about in self.peers and self.peers[about].up:
+    def asked(self, asker: str, about: str) -> list[Output]:
+        """``asker`` lost ``about``: we answer when we next hear ``about`` or lose it."""
+        if not self.peers[asker].up:
+            return []
+        if about in self.peers and self.peers[about].up:
             self._questions.append((asker, about))
+            return []
+        return [Answer(asker, about, False)]
 
     def _answers(self, peer: str) -> list[Output]:
-        answers: list[Output] = [Answer(q[0], peer) for q in self._questions if q[1] == peer]
+        answers: list[Output] = [Answer(q[0], peer, True)
+                                 for q in self._questions if q[1] == peer]
         if answers:
             self._questions = [q for q in self._questions if q[1] != peer]
         return answers
 
-    def answered(self, via: str, about: str) -> list[Output]:
-        if about in self._asked_about and self.peers[via].up:
+    def answered(self, via: str, about: str, hears: bool) -> list[Output]:
+        unsettled = self._unsettled.get(about)
+        if unsettled is None or via not in unsettled[0]:
+            return []
+        if hears:
+            del self._unsettled[about]
             return [PartialPartition(about, via)]
-        return []
+        return self._settle(about, via)
 
     # -- views --------------------------------------------------------------------------
 

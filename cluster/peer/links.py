@@ -202,10 +202,12 @@ class PeerNetwork:
             self._heard(peer, envelope)
             return
         if kind == "ask":
-            self.detector.asked(peer, str(envelope.fields.get("node")))
+            self._emit(self.detector.asked(peer, str(envelope.fields.get("node"))))
             return
         if kind == "answer":
-            self._emit(self.detector.answered(peer, str(envelope.fields.get("node"))))
+            fields = envelope.fields
+            self._emit(self.detector.answered(peer, str(fields.get("node")),
+                                              fields.get("hears") is True))
             return
         if kind == "disconnect":
             self._emit(self.detector.disconnect(peer, "it disconnected from us"))
@@ -275,6 +277,7 @@ class PeerNetwork:
             if isinstance(output, Ask):
                 self.send(output.to, Envelope("ask", {"node": output.about}))
             elif isinstance(output, Answer):
-                self.send(output.to, Envelope("answer", {"node": output.about}))
+                self.send(output.to, Envelope("answer", {"node": output.about,
+                                                         "hears": output.hears}))
             else:
                 self._on_event(output)

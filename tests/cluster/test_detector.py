@@ -13,6 +13,7 @@ from cluster.peer.detector import (
     FailureDetector,
     PartialPartition,
     PeerDown,
+    PeerLost,
     PeerUp,
 )
 
@@ -29,7 +30,8 @@ def test_peer_goes_down_after_missed_ticks_and_a_return_without_restart_is_a_par
     assert d.running() == ["b"]
     assert d.heard("b", "inc1", True, ME, now=3.9) == []
     assert d.tick(now=7.8) == []
-    assert d.tick(now=8.0) == [PeerDown("b", "no heartbeat for 4s")]
+    # Nobody else to ask whether they still hear b: the loss is settled at once.
+    assert d.tick(now=8.0) == [PeerDown("b", "no heartbeat for 4s"), PeerLost("b")]
     assert d.running() == [] and d.hears() == []
     assert d.hello("b", "inc1", True, ME, now=20.0) == [PeerUp("b", "inc1", False, True)]
     assert d.partitions == {"b"}
@@ -42,7 +44,8 @@ def test_a_peer_is_up_only_while_it_hears_us_too() -> None:
     assert d.hears() == ["b"] and d.reachable() == []
     assert d.heard("b", "inc1", True, ME, now=0.5) == [PeerUp("b", "inc1", False, False)]
     # A cut from us to b: b's heartbeats still arrive, saying it lost us.
-    assert d.heard("b", "inc1", True, [], now=1.0) == [PeerDown("b", "it no longer hears us")]
+    assert d.heard("b", "inc1", True, [], now=1.0) == [
+        PeerDown("b", "it no longer hears us"), PeerLost("b")]
     assert d.heard("b", "inc1", True, [], now=2.0) == []
     assert d.reachable() == [] and d.hears() == ["b"]
     assert d.heard("b", "inc1", True, ME, now=3.0) == [PeerUp("b", "inc1", False, True)]
@@ -55,7 +58,7 @@ def test_a_new_incarnation_is_a_restart_and_clears_the_partition() -> None:
     d.hello("b", "inc1", True, ME, now=1.0)
     assert d.partitions == {"b"}
     assert d.heard("b", "inc2", True, ME, now=2.0) == [
-        PeerDown("b", "restarted"), PeerUp("b", "inc2", True, False)
+        PeerDown("b", "restarted"), PeerLost("b"), PeerUp("b", "inc2", True, False)
     ]
     assert d.partitions == set()
 
@@ -91,23 +94,47 @@ def test_a_lost_peer_that_another_still_hears_is_a_partial_partition() -> None:
     c.asked("a", "b")
     # c answers once it hears b again, which proves b still reaches it.
     assert c.heard("a", "inc-a", True, ["c"], now=5.2) == []
-    assert c.message("b", now=5.3) == [Answer("a", "b")]  # any message will do
+    assert c.message("b", now=5.3) == [Answer("a", "b", True)]  # any message will do
     assert c.heard("b", "inc-b", True, ["a", "c"], now=5.4) == []  # once
-    assert a.answered("c", "b") == [PartialPartition("b", "c")]
+    assert a.answered("c", "b", True) == [PartialPartition("b", "c")]
     # Once b is back to a, a late answer is no news.
     a.hello("b", "inc-b", True, ["a", "c"], now=6.0)
-    assert a.answered("c", "b") == []
+    assert a.answered("c", "b", True) == []
 
 
-def test_a_peer_lost_by_everyone_gets_no_answer() -> None:
+def test_a_peer_lost_by_everyone_is_settled_by_their_answers() -> None:
+    a = detector("b", "c", "d")
+    for peer in ("b", "c", "d"):
+        a.hello(peer, "inc-" + peer, True, ["a", "b", "c", "d"], now=0.0)
+    assert a.link_closed("b") == [PeerDown("b", "connection closed"), Ask("c", "b"),
+                                  Ask("d", "b")]
+    assert a.answered("c", "b", False) == []  # d has yet to say
+    assert a.answered("c", "b", False) == []  # and c only counts once
+    assert a.answered("d", "b", False) == [PeerLost("b")]
+    # A peer we asked that goes down meanwhile cannot answer: it is not waited for.
+    assert a.link_closed("c") == [PeerDown("c", "connection closed"), Ask("d", "c")]
+    assert a.link_closed("d") == [PeerDown("d", "connection closed"), PeerLost("c"),
+                                  PeerLost("d")]
+
+
+def test_an_answer_that_does_not_come_settles_the_loss_after_a_window() -> None:
+    a = detector("b", "c")
+    for peer in ("b", "c"):
+        a.hello(peer, "inc-" + peer, True, ["a", "b", "c"], now=0.0)
+    a.link_closed("b")
+    a.heard("c", "inc-c", True, ["a", "c"], now=3.0)
+    assert a.tick(now=3.9) == []
+    assert a.tick(now=4.1) == [PeerLost("b")]
+
+
+def test_the_asked_peer_answers_no_when_it_has_lost_that_peer_too() -> None:
     c = FailureDetector("c", ["a", "b"], tick=1.0, count=4)
     c.hello("a", "inc-a", True, ["b", "c"], now=0.0)
     c.hello("b", "inc-b", True, ["a", "c"], now=0.0)
-    c.heard("a", "inc-a", True, ["c"], now=4.0)
-    c.asked("a", "b")
-    # b goes silent to c as well: the question lapses with it.
-    assert c.tick(now=4.2) == [PeerDown("b", "no heartbeat for 4s"), Ask("a", "b")]
-    assert c.heard("b", "inc-b", True, ["a", "c"], now=9.0) == [PeerUp("b", "inc-b", False, True)]
+    assert c.asked("a", "b") == []  # b is still up to c: answered when c hears or loses it
+    assert c.link_closed("b") == [PeerDown("b", "connection closed"),
+                                  Answer("a", "b", False), Ask("a", "b")]
+    assert c.asked("a", "b") == [Answer("a", "b", False)]  # already lost: at once
 
 
 def test_codec_round_trip_across_arbitrary_chunking() -> None:

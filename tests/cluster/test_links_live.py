@@ -43,6 +43,10 @@ def running_nodes(node: NodeProcess) -> set[str]:
     return {n["name"] for n in http("GET", f"{node.mgmt_url}/api/nodes") if n["running"]}
 
 
+def mirrors(node: NodeProcess) -> list[str]:
+    return list(http("GET", f"{node.mgmt_url}/api/queues/%2F/q")["slave_nodes"])
+
+
 def partitions(node: NodeProcess) -> list[str]:
     return list(http("GET", f"{node.mgmt_url}/api/nodes")[0]["partitions"])
 
@@ -162,12 +166,23 @@ def test_a_partial_partition_pauses_both_sides_under_pause_minority(
     tmp_path: Path, toxiproxy_url: str, proxied: Callable[[str, str, int], str]
 ) -> None:
     nodes = start_cluster(tmp_path, ["n1", "n2", "n3"], proxied,
-                          ["--partition-handling", "pause_minority"])
+                          ("--partition-handling", "pause_minority"))
     n1, n2, n3 = nodes["n1"], nodes["n2"], nodes["n3"]
     try:
+        # q's master is n1 and its eldest mirror n3, which would be promoted were n3
+        # to act on losing n1.
+        http("PUT", f"{n1.mgmt_url}/api/queues/%2F/q", {"durable": True})
+        policy = {"pattern": "^q$", "definition": {"ha-mode": "nodes",
+                                                     "ha-params": ["n1", "n3"]}}
+        http("PUT", f"{n1.mgmt_url}/api/policies/%2F/ha", policy)
+        wait_until(lambda: mirrors(n1) == ["n3"], "n3 to mirror q")
+        http("PUT", f"{n1.mgmt_url}/api/policies/%2F/ha",
+             {**policy, "definition": {"ha-mode": "all"}})
+        wait_until(lambda: mirrors(n1) == ["n3", "n2"], "n2 to mirror q")
         # n3 stops hearing n1 while both still reach n2, so each is in a majority;
         # n2 tells each that it still hears the other, and both pause until the
-        # whole cluster is back, as RabbitMQ's pause_minority does.
+        # whole cluster is back, as RabbitMQ's pause_minority does, without first
+        # acting on the loss: only n2 is promoted, once n1 has paused.
         black_hole(toxiproxy_url, "n1-n3")
         for node, lost in ((n1, "n3"), (n3, "n1")):
             wait_until(lambda n=node: bool(events(n, "paused")), "a pause")
@@ -176,6 +191,8 @@ def test_a_partial_partition_pauses_both_sides_under_pause_minority(
             assert events(node, "paused")[0]["reason"] == "partial partition"
         assert events(n2, "paused") == [] and events(n2, "partial_partition") == []
         wait_until(lambda: running_nodes(n2) == {"n2"}, "n2 to run alone")
+        wait_until(lambda: bool(events(n2, "promotion")), "n2 to be promoted")
+        assert events(n3, "promotion") == []
         heal(toxiproxy_url, "n1-n3")
         for node in nodes.values():
             wait_until(lambda n=node: running_nodes(n) == {"n1", "n2", "n3"},
