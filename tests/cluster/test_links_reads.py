@@ -27,8 +27,8 @@ async def test_each_read_is_reported_once_after_its_envelopes() -> None:
     await network.start()
     _, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
-        writer.write(encode(Envelope("hello", {"cluster": "c", "node": "n2",
-                                               "incarnation": "i2", "app": True})))
+        writer.write(encode(Envelope("hello", {"cluster": "c", "node": "n2", "incarnation": "i2",
+                                               "app": True, "hears": ["n1"]})))
         await until(lambda: "read" in calls)
         calls.clear()
         writer.write(b"".join(encode(Envelope(kind)) for kind in ("a", "b", "c")))
