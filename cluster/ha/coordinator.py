@@ -536,9 +536,9 @@ class Coordinator:
             queue.vhost, queue.name, queue.record.uid, sender, pubid, want, message)
 
     def _batch(self, node: str, kind: str, fields: dict[str, Any], batch: type[B]) -> B:
-        """The batch of the envelope queued last for ``node`` if it is a ``kind``
-        batch, else a new one queued after it: a batch joined later must not overtake
-        whatever else was queued for that node since (the link's order is kept)."""
+        """The envelope queued last for ``node``'s ``batch`` if it carries one, else a
+        new one in a ``kind`` envelope queued after it: what joins a batch must not
+        overtake whatever else was queued for that node since (the link's order)."""
         for peer, envelope in reversed(self.outbox[-8:]):
             if peer == node:
                 if isinstance(envelope.deferred, batch):
