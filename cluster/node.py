@@ -158,7 +158,8 @@ class Node:
         self.peers: PeerNetwork | None = None
         if settings.cluster is not None:
             self.peers = PeerNetwork(settings.name, settings.cluster, self._peer_status,
-                                     self._peer_event, self._peer_message)
+                                     self._peer_event, self._peer_message,
+                                     self._after_cluster_input)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -490,6 +491,9 @@ class Node:
         await self.start_app()
 
     def _peer_message(self, peer: str, envelope: Envelope) -> None:
+        """One envelope of a read from ``peer``; the links call `_after_cluster_input`
+        once the whole read is handled, so that what a batch of messages makes goes out
+        together (one GM message per hop for many publishes, one write per peer)."""
         coordinator = self.coordinator
         if coordinator is None:
             return
@@ -497,7 +501,6 @@ class Node:
             coordinator.received(peer, envelope)
         except Exception:  # a cluster bug must cost one message, not the node
             log.exception("internal error handling %r from %s", envelope.type, peer)
-        self._after_cluster_input()
 
     def _after_cluster_input(self) -> None:
         if self.broker is not None:

@@ -14,7 +14,7 @@ import json
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cluster.core.message import Message
 from cluster.core.queue import Entry, Queue
@@ -31,9 +31,9 @@ from cluster.ha.record import (
     queue_key,
     wanted_mirror_nodes,
 )
-from cluster.ha.wire import OutgoingGM, decode_gm
+from cluster.ha.wire import OutgoingGM, Publish, PublishBatch, decode_gm, decode_publishes
 from cluster.meta.replica import Key, Replica, Update
-from cluster.peer.codec import Envelope
+from cluster.peer.codec import Deferred, Envelope
 
 if TYPE_CHECKING:
     from cluster.amqp.channel import Channel, ChannelConsumer
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from cluster.core.vhost import VirtualHost
 
 Reply = Callable[[dict[str, Any], bytes], None]
+B = TypeVar("B", bound=Deferred)
 
 
 @dataclass
@@ -531,9 +532,21 @@ class Coordinator:
 
     def send_publish(self, node: str, queue: ClusterQueue, message: Message, sender: str,
                      pubid: int, want: bool) -> None:
-        self.send(node, Envelope("q.pub", {"q": [queue.vhost, queue.name], "s": sender,
-                                           "i": pubid, "c": want, "u": queue.record.uid},
-                                 message.encode()))
+        self._batch(node, "q.pub", {}, PublishBatch).add(
+            queue.vhost, queue.name, queue.record.uid, sender, pubid, want, message)
+
+    def _batch(self, node: str, kind: str, fields: dict[str, Any], batch: type[B]) -> B:
+        """The envelope queued last for ``node``'s ``batch`` if it carries one, else a
+        new one in a ``kind`` envelope queued after it: what joins a batch must not
+        overtake whatever else was queued for that node since (the link's order)."""
+        for peer, envelope in reversed(self.outbox[-8:]):
+            if peer == node:
+                if isinstance(envelope.deferred, batch):
+                    return envelope.deferred
+                break
+        new = batch()
+        self.send(node, Envelope(kind, fields, deferred=new))
+        return new
 
     def confirm_when_durable(self, lsn: int, sender: str, pubid: int, uid: str) -> None:
         if lsn <= self.broker.durable_lsn:
@@ -553,17 +566,7 @@ class Coordinator:
         if node == self.node:
             self._heard(sender, [pubid], (uid, self.node))
             return
-        # Confirms join the q.confirm envelope queued last for their node, unless
-        # something else was queued for it since (the link's order is kept).
-        for peer, envelope in reversed(self.outbox[-8:]):
-            if peer == node:
-                if isinstance(envelope.deferred, ConfirmBatch):
-                    envelope.deferred.add(sender, uid, pubid)
-                    return
-                break
-        batch = ConfirmBatch()
-        batch.add(sender, uid, pubid)
-        self.send(node, Envelope("q.confirm", {"n": self.node}, deferred=batch))
+        self._batch(node, "q.confirm", {"n": self.node}, ConfirmBatch).add(sender, uid, pubid)
 
     def _heard(self, sender: str, pubids: list[int], replica: ReplicaRef) -> None:
         waits = self.waits.get(sender)
@@ -732,6 +735,10 @@ class Coordinator:
             for sender, uid, pubids in decode_confirms(envelope.payload):
                 self._heard(sender, pubids, (uid, fields["n"]))
             return
+        if kind == "q.pub":
+            for vhost, name, uid, publishes in decode_publishes(envelope.payload):
+                self._received_publishes(self._find(vhost, name), uid, publishes)
+            return
         if kind == "q.reply":
             call = self._calls.pop(fields["id"], None)
             if call is not None:
@@ -753,15 +760,6 @@ class Coordinator:
             return
         if kind == "gm":
             self._received_gm(queue, fields, decode_gm(envelope.payload))
-        elif kind == "q.pub":
-            if queue.is_master and fields["u"] != queue.record.uid:
-                # Routed to a declaration of this name that has been deleted: gone
-                # with it, as a publish to a deleted queue is, and confirmed.
-                if fields["c"]:
-                    self._confirm(fields["s"], fields["i"], fields["u"])
-                return
-            queue.received_publish(Message.decode(envelope.payload), fields["s"],
-                                   fields["i"], fields["c"])
         elif kind == "q.sync":
             (self.sync if fields["op"] == "sync" else self.cancel_sync)(queue)
         elif kind == "q.deliver":
@@ -769,6 +767,20 @@ class Coordinator:
             self._delivered(queue, fields["k"], entry, fields["r"])
         elif queue.is_master:
             self._received_for_master(queue, kind, fields, peer)
+
+    def _received_publishes(self, queue: ClusterQueue | None, uid: str,
+                            publishes: list[Publish]) -> None:
+        if queue is None:
+            return
+        if queue.is_master and uid != queue.record.uid:
+            # Routed to a declaration of this name that has been deleted: gone with it,
+            # as a publish to a deleted queue is, and confirmed.
+            for sender, pubid, want, _ in publishes:
+                if want:
+                    self._confirm(sender, pubid, uid)
+            return
+        for sender, pubid, want, message in publishes:
+            queue.received_publish(message, sender, pubid, want)
 
     def _received_for_master(self, queue: ClusterQueue, kind: str, fields: dict[str, Any],
                              peer: str) -> None:

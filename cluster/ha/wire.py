@@ -1,13 +1,15 @@
-"""GM messages and replicated queue operations as bytes for peer links.
+"""GM messages, replicated queue operations and batches of publishes as bytes for peer
+links.
 
-A GM message is a JSON skeleton followed by the raw bytes of the messages it carries:
+A GM message (and a ``q.pub`` batch) is a JSON skeleton followed by the raw bytes of
+the messages it carries:
 
     u32 skeleton length | skeleton (JSON) | message bytes, one after the other
 
 Queue operations (lists) hold `Message` objects; in the skeleton each is a reference
 ``{"$m": [offset, length]}`` into the bytes that follow, so message bodies are neither
-base64-encoded nor escaped into JSON, and the JSON is only the small part. A GM message
-is carried as an envelope's payload, so its size is not bounded by the envelope
+base64-encoded nor escaped into JSON, and the JSON is only the small part. Both are
+carried as an envelope's payload, so their size is not bounded by the envelope
 header's. Malformed input raises `CodecError` saying what was wrong.
 """
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 import json
 import struct
 import threading
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from cluster.core.message import Message
 from cluster.gm import Activity, CatchUp, Entry, GMMessage, Pub, SenderSnapshot
@@ -24,6 +26,7 @@ from cluster.peer.codec import CodecError
 
 _SKELETON = struct.Struct(">I")
 _REF = "$m"
+T = TypeVar("T")
 
 
 class _Messages(threading.local):
@@ -60,7 +63,7 @@ def _dereference(obj: dict[str, Any]) -> Any:
     start, size = ref
     if type(start) is not int or type(size) is not int or start < 0 or size < 0 \
             or blob_at + start + size > len(data):
-        raise CodecError(f"gm message reference {ref!r} outside its "
+        raise CodecError(f"message reference {ref!r} outside its "
                          f"{len(data) - blob_at} bytes of messages")
     start += blob_at
     return Message.decode(data[start:start + size])
@@ -68,6 +71,8 @@ def _dereference(obj: dict[str, Any]) -> Any:
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), default=_reference)
 _DECODER = json.JSONDecoder(object_hook=_dereference)
+# What a skeleton of the wrong shape raises as it is taken apart.
+_MALFORMED = (ValueError, TypeError, KeyError, IndexError, AttributeError, struct.error)
 
 
 def _pubs(pubs: Any) -> list[list[Any]]:
@@ -82,6 +87,11 @@ def encode_gm(message: GMMessage) -> bytes:
         doc = {"c": message.view_version, "s": {
             sender: [_pubs(snap.pending), snap.last_pub, snap.last_ack]
             for sender, snap in message.senders.items()}}
+    return _encode(doc)
+
+
+def _encode(doc: object) -> bytes:
+    """``doc`` as a skeleton with the messages it holds after it."""
     _messages.parts, _messages.size = [], 0
     try:
         text = _ENCODER.encode(doc).encode()
@@ -115,17 +125,26 @@ class OutgoingGM:
         return True
 
 
-def decode_gm(data: bytes) -> GMMessage:
-    """The GM message in ``data``; `CodecError` if it is not one."""
+def _decode(data: bytes, what: str) -> Any:
+    """The skeleton in ``data`` with its messages in place of their references."""
     if len(data) < _SKELETON.size:
-        raise CodecError(f"gm message of {len(data)} bytes is shorter than its header")
+        raise CodecError(f"{what} of {len(data)} bytes is shorter than its header")
     (length,) = _SKELETON.unpack_from(data)
     blob_at = _SKELETON.size + length
     if blob_at > len(data):
-        raise CodecError(f"gm skeleton of {length} bytes overruns a {len(data)}-byte message")
+        raise CodecError(f"{what} skeleton of {length} bytes overruns a {len(data)}-byte "
+                         f"payload")
     _messages.data, _messages.blob_at = data, blob_at
     try:
-        doc = _DECODER.decode(data[_SKELETON.size:blob_at].decode())
+        return _DECODER.decode(data[_SKELETON.size:blob_at].decode())
+    finally:
+        _messages.data = b""
+
+
+def decode_gm(data: bytes) -> GMMessage:
+    """The GM message in ``data``; `CodecError` if it is not one."""
+    try:
+        doc = _decode(data, "gm message")
         if not isinstance(doc, dict):
             raise CodecError(f"gm skeleton is {type(doc).__name__}, not an object")
         if "a" in doc:
@@ -139,12 +158,52 @@ def decode_gm(data: bytes) -> GMMessage:
                 for sender, (pending, last_pub, last_ack) in doc["s"].items()})
     except CodecError:
         raise
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError,
-            struct.error) as error:
+    except _MALFORMED as error:
         raise CodecError(f"bad gm message: {error!r}") from error
-    finally:
-        _messages.data = b""
     raise CodecError(f"gm message is neither activity nor catch-up: keys {sorted(doc)}")
+
+
+class PublishBatch:
+    """Publishes of this node's channels for one node, in one ``q.pub`` envelope (a
+    `Deferred` payload that grows until the envelope is sent). They keep the order they
+    were published in, each with its queue declaration (uid): the skeleton is a list of
+    runs ``[vhost, queue, uid, [[sender, publish id, confirm wanted, message], ...]]``,
+    a new run wherever the declaration changes."""
+
+    __slots__ = ("runs",)
+
+    def __init__(self) -> None:
+        self.runs: list[list[Any]] = []
+
+    def add(self, vhost: str, name: str, uid: str, sender: str, pubid: int, want: bool,
+            message: Message) -> None:
+        runs = self.runs
+        if not runs or runs[-1][2] != uid or runs[-1][1] != name or runs[-1][0] != vhost:
+            runs.append([vhost, name, uid, []])
+        runs[-1][3].append([sender, pubid, want, message])
+
+    def encode(self) -> bytes:
+        return _encode(self.runs)
+
+
+Publish = tuple[str, int, bool, Message]  # sender, publish id, confirm wanted, message
+
+
+def decode_publishes(data: bytes) -> list[tuple[str, str, str, list[Publish]]]:
+    """The runs of a ``q.pub`` payload as (vhost, queue, uid, publishes); `CodecError`
+    if it is not one."""
+    try:
+        runs = _decode(data, "q.pub payload")
+        return [(_expect(vhost, str, "a vhost"), _expect(name, str, "a queue"),
+                 _expect(uid, str, "a uid"), [
+                     (_expect(sender, str, "a sender"), _int(pubid),
+                      _expect(want, bool, "true or false"), _expect(message, Message, "a message"))
+                     for sender, pubid, want, message in publishes])
+                for vhost, name, uid, publishes in runs]
+    except CodecError:
+        raise
+    except _MALFORMED as error:
+        raise CodecError(f"bad q.pub payload: {error!r}") from error
 
 
 def _decode_pubs(pubs: list[Any]) -> list[Pub]:
@@ -152,12 +211,15 @@ def _decode_pubs(pubs: list[Any]) -> list[Pub]:
 
 
 def _int(value: object) -> int:
-    if type(value) is not int:
-        raise CodecError(f"gm message has {value!r} where a number belongs")
-    return value
+    return _expect(value, int, "a number")
 
 
 def _member(value: object) -> str:
-    if type(value) is not str:
-        raise CodecError(f"gm message has {value!r} where a member belongs")
-    return value
+    return _expect(value, str, "a member")
+
+
+def _expect(value: object, kind: type[T], what: str) -> T:
+    """``value`` if it is exactly a ``kind`` (True is no number here)."""
+    if type(value) is not kind:
+        raise CodecError(f"{value!r} where {what} belongs")
+    return cast(T, value)

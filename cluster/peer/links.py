@@ -60,6 +60,7 @@ class _Inbound(asyncio.Protocol):
                     return
             else:
                 self.network.received(self.peer, envelope)
+        self.network.read_handled()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.peer is not None:
@@ -95,6 +96,7 @@ class PeerNetwork:
         status: Callable[[], tuple[str, bool]],
         on_event: Callable[[Event], None],
         on_message: Callable[[str, Envelope], None],
+        on_read: Callable[[], None],
     ) -> None:
         self.me = me
         self.settings = settings
@@ -107,6 +109,7 @@ class PeerNetwork:
         self._outbound: dict[str, asyncio.Transport] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._server: asyncio.Server | None = None
+        self._on_read = on_read
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -222,6 +225,11 @@ class PeerNetwork:
             outputs = self.detector.link_closed(peer)
             self.announce()
             self._emit(outputs)
+
+    def read_handled(self) -> None:
+        """A read's envelopes have all been passed on: the node may act on them as a
+        batch (one flush of its output, not one per message)."""
+        self._on_read()
 
     # -- outbound -----------------------------------------------------------------------
 

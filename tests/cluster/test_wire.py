@@ -11,7 +11,7 @@ import pytest
 from cluster.core.message import Message
 from cluster.gm import Activity, CatchUp, Entry, Pub, SenderSnapshot
 from cluster.ha.confirms import ConfirmBatch, decode_confirms
-from cluster.ha.wire import OutgoingGM, decode_gm, encode_gm
+from cluster.ha.wire import OutgoingGM, PublishBatch, decode_gm, decode_publishes, encode_gm
 from cluster.peer.codec import CodecError
 
 BODY = bytes(range(256)) * 4  # every byte value, as a body may hold
@@ -116,3 +116,39 @@ def test_confirm_batch_round_trip() -> None:
 def test_malformed_confirms_are_codec_errors(data: bytes, says: str) -> None:
     with pytest.raises(CodecError, match=says):
         decode_confirms(data)
+
+
+def test_a_publish_batch_keeps_the_order_and_the_queue_declaration_of_each_publish() -> None:
+    batch = PublishBatch()
+    publishes = [("/", "a", "u1", "n2|1|1", 1, True, message()),
+                 ("/", "a", "u1", "n2|1|1", 2, False, message(b"")),
+                 ("/", "a", "u2", "n2|2|1", 1, True, message()),  # "a" declared again
+                 ("/", "b", "u3", "n2|1|1", 3, True, message(b"x", False)),
+                 ("v", "b", "u3", "n2|1|1", 4, True, message())]
+    for publish in publishes:
+        batch.add(*publish)
+    data = batch.encode()
+    assert BODY in data
+    assert [(vhost, name, uid, *publish)
+            for vhost, name, uid, run in decode_publishes(data) for publish in run] == publishes
+    assert len(decode_publishes(data)) == 4  # a run per declaration in a row
+
+
+EMPTY = message(b"").encode()
+
+
+@pytest.mark.parametrize(("data", "says"), [
+    (b"\x00", "q.pub payload of 1 bytes is shorter"),
+    (frame({"a": 1}), "bad q.pub payload"),
+    (frame([["/", "a", "u", "nope"]]), "bad q.pub payload"),
+    (frame([["/", 5, "u", []]]), "5 where a queue belongs"),
+    (frame([["/", "a", "u", [["s", "1", True, {"$m": [0, len(EMPTY)]}]]]], EMPTY),
+     "'1' where a number belongs"),
+    (frame([["/", "a", "u", [["s", 1, 1, {"$m": [0, len(EMPTY)]}]]]], EMPTY),
+     "1 where true or false belongs"),
+    (frame([["/", "a", "u", [["s", 1, True, "m"]]]]), "'m' where a message belongs"),
+    (frame([["/", "a", "u", [["s", 1, True, {"$m": [0, 9]}]]]], b"ab"), "outside its 2 bytes"),
+])
+def test_malformed_publish_batches_are_codec_errors(data: bytes, says: str) -> None:
+    with pytest.raises(CodecError, match=says):
+        decode_publishes(data)
