@@ -97,7 +97,6 @@ class PeerState:
     app_running: bool = False
     last_heard: float = 0.0
     linked: bool = False
-    hears: frozenset[str] = frozenset()  # as its last hello or heartbeat said
 
 
 class FailureDetector:
@@ -110,35 +109,32 @@ class FailureDetector:
         self._unsettled: dict[str, tuple[set[str], float]] = {}
         # (asker, peer it lost): answered when we next hear that peer or lose it.
         self._questions: list[tuple[str, str]] = []
-        self._clock = 0.0  # the latest time we were given
 
-    def hello(self, peer: str, incarnation: str, app_running: bool, hears: Collection[str],
+    def heard(self, peer: str, incarnation: str, app_running: bool, hears: Collection[str],
               now: float) -> list[Output]:
-        """The peer opened its link to us (or redialled), or said it is still there."""
+        """A hello or heartbeat: the peer's incarnation, app state and whom it hears."""
         state = self.peers[peer]
-        self._clock = now
+        hears_us = self.me in hears
         outputs: list[Output] = []
         if state.up and state.incarnation != incarnation:
-            outputs += self._down(peer, "restarted")
-        elif state.up and self.me not in hears:
-            outputs += self._down(peer, "it no longer hears us")
-        state.linked, state.last_heard, state.hears = True, now, frozenset(hears)
+            outputs += self._down(peer, "restarted", now)
+        elif state.up and not hears_us:
+            outputs += self._down(peer, "it no longer hears us", now)
+        state.linked, state.last_heard = True, now
         if state.up:
             outputs += self._app_state(peer, app_running)
         else:
             state.app_running = app_running
-            if self.me in state.hears:
+            if hears_us:
                 outputs.append(self._up(peer, incarnation))
         if state.up:
             outputs += self._answers(peer)
         return outputs
 
-    heard = hello  # a heartbeat says what a hello says
-
     def message(self, peer: str, now: float) -> list[Output]:
         """Any other message from the peer: it is still there."""
         state = self.peers[peer]
-        self._clock = state.last_heard = now
+        state.last_heard = now
         return self._answers(peer) if state.up else []
 
     def _up(self, peer: str, incarnation: str) -> PeerUp:
@@ -162,29 +158,28 @@ class FailureDetector:
             return [AppStarted(peer, state.incarnation or "")]
         return []
 
-    def link_closed(self, peer: str) -> list[Output]:
+    def link_closed(self, peer: str, now: float) -> list[Output]:
         self.peers[peer].linked = False
-        return self._down(peer, "connection closed")
+        return self._down(peer, "connection closed", now)
 
     def tick(self, now: float) -> list[Output]:
-        self._clock = now
         outputs: list[Output] = []
         for name, state in self.peers.items():
             if state.linked and now - state.last_heard > self.timeout:
                 state.linked = False
-                outputs += self._down(name, f"no heartbeat for {self.timeout:g}s")
+                outputs += self._down(name, f"no heartbeat for {self.timeout:g}s", now)
         for lost, (_, deadline) in list(self._unsettled.items()):
             if deadline < now:
                 del self._unsettled[lost]
                 outputs.append(PeerLost(lost))
         return outputs
 
-    def disconnect(self, peer: str, reason: str) -> list[Output]:
+    def disconnect(self, peer: str, reason: str, now: float) -> list[Output]:
         """Take the peer down although its link works: it comes back up (partitioned
         from us) with its next heartbeat."""
-        return self._down(peer, reason)
+        return self._down(peer, reason, now)
 
-    def _down(self, peer: str, reason: str) -> list[Output]:
+    def _down(self, peer: str, reason: str, now: float) -> list[Output]:
         state = self.peers[peer]
         if not state.up:
             return []
@@ -195,21 +190,19 @@ class FailureDetector:
         self._questions = [q for q in self._questions if peer not in q]
         for lost, (waiting, _) in list(self._unsettled.items()):
             if peer in waiting:  # it cannot answer now
-                outputs += self._settle(lost, peer)
+                waiting.discard(peer)
+                outputs += self._settle_if_answered(lost)
         if reason == "restarted":
             outputs.append(PeerLost(peer))  # a restart is no partition: nothing to ask
             return outputs
         asking = set(self.reachable())
-        self._unsettled[peer] = (asking, self._clock + self.timeout)
+        self._unsettled[peer] = (asking, now + self.timeout)
         outputs += [Ask(name, peer) for name in sorted(asking)]
-        if not asking:
-            outputs += self._settle(peer, None)
-        return outputs
+        return outputs + self._settle_if_answered(peer)
 
-    def _settle(self, lost: str, answered: str | None) -> list[Output]:
-        waiting, _ = self._unsettled[lost]
-        waiting.discard(answered or "")
-        if waiting:
+    def _settle_if_answered(self, lost: str) -> list[Output]:
+        """`PeerLost` once no peer we asked about ``lost`` is left to answer."""
+        if self._unsettled[lost][0]:
             return []
         del self._unsettled[lost]
         return [PeerLost(lost)]
@@ -239,7 +232,8 @@ class FailureDetector:
         if hears:
             del self._unsettled[about]
             return [PartialPartition(about, via)]
-        return self._settle(about, via)
+        unsettled[0].discard(via)
+        return self._settle_if_answered(about)
 
     # -- views --------------------------------------------------------------------------
 

@@ -155,7 +155,7 @@ class PeerNetwork:
         """Take ``peer`` down and ask it to do the same of us (a partial partition made
         full): our links stay, so each comes back up to the other as partitioned."""
         self.send(peer, Envelope("disconnect", {}))
-        self._emit(self.detector.disconnect(peer, reason))
+        self._emit(self.detector.disconnect(peer, reason, self._now()))
 
     def _heartbeat(self) -> Envelope:
         return Envelope("hb", self._status_fields())
@@ -213,7 +213,7 @@ class PeerNetwork:
                                               fields.get("hears") is True))
             return
         if kind == "disconnect":
-            self._emit(self.detector.disconnect(peer, "it disconnected from us"))
+            self._emit(self.detector.disconnect(peer, "it disconnected from us", self._now()))
             return
         self._emit(self.detector.message(peer, self._now()))
         if self.detector.peers[peer].up:
@@ -222,7 +222,7 @@ class PeerNetwork:
     def inbound_lost(self, peer: str, inbound: _Inbound) -> None:
         if self._inbound.get(peer) is inbound:
             del self._inbound[peer]
-            outputs = self.detector.link_closed(peer)
+            outputs = self.detector.link_closed(peer, self._now())
             self.announce()
             self._emit(outputs)
 

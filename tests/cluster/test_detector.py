@@ -26,21 +26,21 @@ def detector(*peers: str) -> FailureDetector:
 
 def test_peer_goes_down_after_missed_ticks_and_a_return_without_restart_is_a_partition() -> None:
     d = detector()
-    assert d.hello("b", "inc1", True, ME, now=0.0) == [PeerUp("b", "inc1", False, False)]
+    assert d.heard("b", "inc1", True, ME, now=0.0) == [PeerUp("b", "inc1", False, False)]
     assert d.running() == ["b"]
     assert d.heard("b", "inc1", True, ME, now=3.9) == []
     assert d.tick(now=7.8) == []
     # Nobody else to ask whether they still hear b: the loss is settled at once.
     assert d.tick(now=8.0) == [PeerDown("b", "no heartbeat for 4s"), PeerLost("b")]
     assert d.running() == [] and d.hears() == []
-    assert d.hello("b", "inc1", True, ME, now=20.0) == [PeerUp("b", "inc1", False, True)]
+    assert d.heard("b", "inc1", True, ME, now=20.0) == [PeerUp("b", "inc1", False, True)]
     assert d.partitions == {"b"}
 
 
 def test_a_peer_is_up_only_while_it_hears_us_too() -> None:
     d = detector()
     # b's link reaches us, but b has not heard from us yet: linked, not up.
-    assert d.hello("b", "inc1", True, [], now=0.0) == []
+    assert d.heard("b", "inc1", True, [], now=0.0) == []
     assert d.hears() == ["b"] and d.reachable() == []
     assert d.heard("b", "inc1", True, ME, now=0.5) == [PeerUp("b", "inc1", False, False)]
     # A cut from us to b: b's heartbeats still arrive, saying it lost us.
@@ -53,9 +53,9 @@ def test_a_peer_is_up_only_while_it_hears_us_too() -> None:
 
 def test_a_new_incarnation_is_a_restart_and_clears_the_partition() -> None:
     d = detector()
-    d.hello("b", "inc1", True, ME, now=0.0)
-    d.link_closed("b")
-    d.hello("b", "inc1", True, ME, now=1.0)
+    d.heard("b", "inc1", True, ME, now=0.0)
+    d.link_closed("b", now=1.0)
+    d.heard("b", "inc1", True, ME, now=1.0)
     assert d.partitions == {"b"}
     assert d.heard("b", "inc2", True, ME, now=2.0) == [
         PeerDown("b", "restarted"), PeerLost("b"), PeerUp("b", "inc2", True, False)
@@ -65,19 +65,19 @@ def test_a_new_incarnation_is_a_restart_and_clears_the_partition() -> None:
 
 def test_a_peer_that_links_up_before_its_app_reports_the_app_start_and_stop() -> None:
     d = detector()
-    assert d.hello("b", "inc1", False, ME, now=0.0) == [PeerUp("b", "inc1", False, False)]
+    assert d.heard("b", "inc1", False, ME, now=0.0) == [PeerUp("b", "inc1", False, False)]
     assert d.heard("b", "inc1", True, ME, now=0.5) == [AppStarted("b", "inc1")]
     assert d.running() == ["b"]
     assert d.heard("b", "inc1", True, ME, now=1.0) == []
     # A redialled link says hello again: the same incarnation is no event, but its
     # app state still counts.
-    assert d.hello("b", "inc1", False, ME, now=1.5) == [AppStopped("b")]
+    assert d.heard("b", "inc1", False, ME, now=1.5) == [AppStopped("b")]
     assert d.running() == [] and d.partitions == set()
 
 
 def test_a_stopped_app_is_reachable_but_not_running() -> None:
     d = detector()
-    d.hello("b", "inc1", False, ME, now=0.0)
+    d.heard("b", "inc1", False, ME, now=0.0)
     assert d.reachable() == ["b"] and d.running() == []
 
 
@@ -85,9 +85,9 @@ def test_a_lost_peer_that_another_still_hears_is_a_partial_partition() -> None:
     a = detector("b", "c")
     c = FailureDetector("c", ["a", "b"], tick=1.0, count=4)
     for peer in ("b", "c"):
-        a.hello(peer, "inc-" + peer, True, ["a", "b", "c"], now=0.0)
-    c.hello("a", "inc-a", True, ["b", "c"], now=0.0)
-    c.hello("b", "inc-b", True, ["a", "c"], now=0.0)
+        a.heard(peer, "inc-" + peer, True, ["a", "b", "c"], now=0.0)
+    c.heard("a", "inc-a", True, ["b", "c"], now=0.0)
+    c.heard("b", "inc-b", True, ["a", "c"], now=0.0)
     # a stops hearing b; it asks c, the only peer it still sees.
     a.heard("c", "inc-c", True, ["a", "b", "c"], now=4.0)
     assert a.tick(now=4.5) == [PeerDown("b", "no heartbeat for 4s"), Ask("c", "b")]
@@ -98,41 +98,41 @@ def test_a_lost_peer_that_another_still_hears_is_a_partial_partition() -> None:
     assert c.heard("b", "inc-b", True, ["a", "c"], now=5.4) == []  # once
     assert a.answered("c", "b", True) == [PartialPartition("b", "c")]
     # Once b is back to a, a late answer is no news.
-    a.hello("b", "inc-b", True, ["a", "c"], now=6.0)
+    a.heard("b", "inc-b", True, ["a", "c"], now=6.0)
     assert a.answered("c", "b", True) == []
 
 
 def test_a_peer_lost_by_everyone_is_settled_by_their_answers() -> None:
     a = detector("b", "c", "d")
     for peer in ("b", "c", "d"):
-        a.hello(peer, "inc-" + peer, True, ["a", "b", "c", "d"], now=0.0)
-    assert a.link_closed("b") == [PeerDown("b", "connection closed"), Ask("c", "b"),
+        a.heard(peer, "inc-" + peer, True, ["a", "b", "c", "d"], now=0.0)
+    assert a.link_closed("b", now=1.0) == [PeerDown("b", "connection closed"), Ask("c", "b"),
                                   Ask("d", "b")]
     assert a.answered("c", "b", False) == []  # d has yet to say
     assert a.answered("c", "b", False) == []  # and c only counts once
     assert a.answered("d", "b", False) == [PeerLost("b")]
     # A peer we asked that goes down meanwhile cannot answer: it is not waited for.
-    assert a.link_closed("c") == [PeerDown("c", "connection closed"), Ask("d", "c")]
-    assert a.link_closed("d") == [PeerDown("d", "connection closed"), PeerLost("c"),
+    assert a.link_closed("c", now=1.0) == [PeerDown("c", "connection closed"), Ask("d", "c")]
+    assert a.link_closed("d", now=1.0) == [PeerDown("d", "connection closed"), PeerLost("c"),
                                   PeerLost("d")]
 
 
 def test_an_answer_that_does_not_come_settles_the_loss_after_a_window() -> None:
     a = detector("b", "c")
     for peer in ("b", "c"):
-        a.hello(peer, "inc-" + peer, True, ["a", "b", "c"], now=0.0)
-    a.link_closed("b")
+        a.heard(peer, "inc-" + peer, True, ["a", "b", "c"], now=0.0)
+    a.link_closed("b", now=1.0)  # c is asked, and says nothing for a whole window
     a.heard("c", "inc-c", True, ["a", "c"], now=3.0)
-    assert a.tick(now=3.9) == []
-    assert a.tick(now=4.1) == [PeerLost("b")]
+    assert a.tick(now=4.9) == []
+    assert a.tick(now=5.1) == [PeerLost("b")]
 
 
 def test_the_asked_peer_answers_no_when_it_has_lost_that_peer_too() -> None:
     c = FailureDetector("c", ["a", "b"], tick=1.0, count=4)
-    c.hello("a", "inc-a", True, ["b", "c"], now=0.0)
-    c.hello("b", "inc-b", True, ["a", "c"], now=0.0)
+    c.heard("a", "inc-a", True, ["b", "c"], now=0.0)
+    c.heard("b", "inc-b", True, ["a", "c"], now=0.0)
     assert c.asked("a", "b") == []  # b is still up to c: answered when c hears or loses it
-    assert c.link_closed("b") == [PeerDown("b", "connection closed"),
+    assert c.link_closed("b", now=1.0) == [PeerDown("b", "connection closed"),
                                   Answer("a", "b", False), Ask("a", "b")]
     assert c.asked("a", "b") == [Answer("a", "b", False)]  # already lost: at once
 
