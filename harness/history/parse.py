@@ -45,7 +45,8 @@ class Parser:
             "get": self._get, "ack": self._with_msg, "nack": self._settle,
             "reject": self._settle, "recover": self._recover, "consume": self._consume,
             "cancel": self._cancel, "connect": self._plain, "disconnect": self._plain,
-            "drain": self._plain, "fault-start": self._fault, "fault-end": self._fault,
+            "drain": self._plain, "cluster-state": self._cluster_state,
+            "fault-start": self._fault, "fault-end": self._fault,
         }
         specific.update((op, self._node_op) for op in NODE_OPS)
         assert specific.keys() == OPS
@@ -233,6 +234,11 @@ class Parser:
 
     def _plain(self, ev: Event, obj: Mapping[str, Any], line: int) -> None:
         pass
+
+    def _cluster_state(self, ev: Event, obj: Mapping[str, Any], line: int) -> None:
+        if ev.type == "ok" and not isinstance(obj.get("queues"), dict):
+            raise self.fail(line, "queues", "an object: queue name -> what the node reports",
+                            obj.get("queues"))
 
     def _node_op(self, ev: Event, obj: Mapping[str, Any], line: int) -> None:
         if ev.type != "info":
