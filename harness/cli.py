@@ -13,6 +13,7 @@ from harness.checker import check_command
 from harness.run import add_run, add_scenarios
 from harness.runtime.command import add_cluster_command
 from reports.command import add_report_parser
+from reports.power.command import add_power
 from reports.soak.command import add_soak
 
 Handler = Callable[[argparse.Namespace], int]
@@ -334,6 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run(sub)
     add_scenarios(sub)
     add_soak(sub)
+    add_power(sub)
     return parser
 
 

@@ -29,6 +29,22 @@ def new_run_dir(store: Path, scenario: str, seed: int) -> Path:
     raise FileExistsError(f"no free run directory for {base / stamp}-seed{seed}")
 
 
+def new_campaign_dir(base: Path) -> Path:
+    """Make ``base/<timestamp>/`` for a campaign (a suffix when taken) and point
+    ``base/latest`` at it."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    base.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1000):
+        path = base / (stamp + (f"-{attempt}" if attempt else ""))
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        _point_latest(base, path)
+        return path
+    raise FileExistsError(f"no free campaign directory for {base / stamp}")
+
+
 def _point_latest(store: Path, run_dir: Path) -> None:
     # Made beside and renamed over, so readers never see it missing.
     link = store / "latest"

@@ -15,6 +15,42 @@ _CONSUME = WorkloadSpec(publishers=2, consumers=3, prefetch=10, ack_delay=0.2,
                         client_nodes="spread")
 
 
+# The detection campaign's workload: a consumed queue that still builds a backlog (two
+# publishers, one of them transactional, outrun the consumers), with consumers with and
+# without x-cancel-on-ha-failover, a requeuer, a basic.get poller, and a publish-only
+# backlog queue; clients on every node, so publishes reach the master through mirrors too.
+_GAUNTLET = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers=2,
+                         tx_publishers=1, consumers=1, cancel_consumers=1, requeuers=1,
+                         getters=1, rate=80.0, prefetch=10, ack_delay=0.2,
+                         client_nodes="spread", reconnect="next")
+_ISOLATE_MASTER = {"kind": "isolate", "node": "master", "mode": "black-hole"}
+_ISOLATE_MIRROR = {"kind": "isolate", "node": "mirror", "mode": "black-hole"}
+_MASTER = {"nodes": "master"}
+
+
+def _step(at: float, f: str, value: dict[str, object] | None = None) -> dict[str, object]:
+    return {"at": at, "f": f, **({"value": value} if value is not None else {})}
+
+
+# Each step opens the window a broken guarantee needs (docs/planted-bugs.md): a master
+# cut off for less than failure detection takes, then killed (confirms, commits and acks
+# it had not replicated); a kill while the youngest mirror is empty (which mirror is
+# promoted); a graceful stop while every mirror is unsynchronised (when-synced); syncs,
+# then a kill (what a sync copied); a mirror cut off and killed (GM take-over), then
+# the master; a partition long enough to pause the minority. The run ends with a drain
+# by promotion (each queue drained from its promoted mirror) and the nodes' agreement.
+_GAUNTLET_STEPS = [
+    _step(0.0, "partition", _ISOLATE_MASTER), _step(0.8, "kill", _MASTER), _step(4.0, "heal"),
+    _step(7.0, "kill", _MASTER), _step(10.0, "heal"),
+    _step(12.0, "stop", _MASTER), _step(15.0, "heal"),
+    _step(18.0, "sync-queue", {"queue": "q2"}), _step(18.5, "sync-queue", {"queue": "q1"}),
+    _step(22.0, "partition", _ISOLATE_MIRROR), _step(22.8, "kill", {"nodes": "mirror"}),
+    _step(26.0, "heal"),
+    _step(28.0, "kill", _MASTER), _step(31.0, "heal"),
+    _step(33.0, "partition", _ISOLATE_MASTER), _step(39.0, "heal"),
+]
+
+
 def _kill(targets: str = "master", hold: float = 6.0, quiet: float = 6.0) -> NemesisSpec:
     return NemesisSpec("kill", targets, hold, quiet)
 
@@ -117,4 +153,24 @@ BUILTINS: tuple[Scenario, ...] = (
              phases=Phases(faults=60.0, recovery=10.0)),
 )
 
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in BUILTINS}
+DETECTION: tuple[Scenario, ...] = (
+    Scenario("gauntlet", "every window a broken mirrored queue needs, in one run: short "
+             "cuts then kills of the master, a kill with an empty youngest mirror, a stop with "
+             "no synchronised mirror, syncs, a mirror cut and killed, a paused minority; then "
+             "a drain by promotion",
+             policy={"ha-mode": "all", "ha-sync-mode": "manual"}, workload=_GAUNTLET,
+             nemesis=NemesisSpec("sequence", options={"steps": _GAUNTLET_STEPS}),
+             phases=Phases(warmup=3.0, faults=42.0, recovery=6.0, promotion_drain=True)),
+    Scenario("gauntlet-autoheal", "autoheal partition handling: the master cut off past "
+             "failure detection and healed (the smaller side must restart), then a cut and "
+             "kill of the master; then a drain by promotion",
+             partition_handling="autoheal",
+             policy={"ha-mode": "all", "ha-sync-mode": "automatic"}, workload=_GAUNTLET,
+             nemesis=NemesisSpec("sequence", options={"steps": [
+                 _step(0.0, "partition", _ISOLATE_MASTER), _step(6.0, "heal"),
+                 _step(12.0, "partition", _ISOLATE_MASTER), _step(12.8, "kill", _MASTER),
+                 _step(16.0, "heal")]}),
+             phases=Phases(warmup=3.0, faults=20.0, recovery=6.0, promotion_drain=True)),
+)
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in BUILTINS + DETECTION}

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from faults.toxiproxy.rng import derive, fresh_seed
-from harness.run.store import _point_latest as point_latest
+from harness.run.store import new_campaign_dir
 from reports.soak.task import RunTask, TaskRecord, run_task
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def run_seed(root: int, index: int) -> int:
 def plan_campaign(options: CampaignOptions) -> Campaign:
     """Seeds, directories and commands of every run; writes ``campaign.json``."""
     root = options.root_seed if options.root_seed is not None else fresh_seed()
-    directory = _new_campaign_dir(options.store.resolve() / "soak")
+    directory = new_campaign_dir(options.store.resolve() / "soak")
     timeout = options.task_timeout or options.duration + DEFAULT_TIMEOUT_MARGIN
     runs = [_portable(scenario) for scenario, count in options.scenarios
             for _ in range(count)]
@@ -109,16 +109,3 @@ def run_campaign(campaign: Campaign, spark: SparkSession) -> list[TaskRecord]:
     records: list[TaskRecord] = rdd.map(run_task).collect()
     return sorted(records, key=lambda r: int(r["index"]))
 
-
-def _new_campaign_dir(base: Path) -> Path:
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    base.mkdir(parents=True, exist_ok=True)
-    for attempt in range(1000):
-        path = base / (stamp + (f"-{attempt}" if attempt else ""))
-        try:
-            path.mkdir()
-        except FileExistsError:
-            continue
-        point_latest(base, path)
-        return path
-    raise FileExistsError(f"no free campaign directory for {base / stamp}")

@@ -1,0 +1,83 @@
+"""``mirrorchaos power``: the campaign run against the correct broker and against every
+planted bug, one seed at a time, into a detection matrix (SPEC §4.5).
+
+Every target runs the same scenarios with the same root seeds, so each bug meets the
+very fault schedule the correct broker passed. A bug's runs on a seed stop at its first
+catch unless ``full`` is asked for: the time to detection is the wall time of that
+target's runs on the seed up to and including the catching one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.power.matrix import CORRECT, Cell, Matrix, kinds
+from harness.run.orchestrate import RunOptions, RunOutcome, run_scenario
+from harness.scenarios import Scenario
+
+# The CI campaign: what `./dev -s chaos` runs on the correct broker and `./dev -s power`
+# against every planted bug.
+CI_SCENARIOS = ("gauntlet", "gauntlet-autoheal")
+CI_SEEDS = (7, 11, 13)
+
+
+@dataclass(frozen=True)
+class PowerPlan:
+    scenarios: Sequence[Scenario]
+    seeds: Sequence[int]
+    bugs: Mapping[str, tuple[str, ...]]  # bug -> the violation kinds that catch it
+    store: Path
+    runtime: str | None = None
+    time_limit: float | None = None
+    correct: bool = True  # run the correct broker too
+    full: bool = False  # run every scenario even after a bug was caught
+
+
+Runner = Callable[[Scenario, RunOptions], RunOutcome]
+Progress = Callable[[Cell], None]
+
+
+def broken(scenario: Scenario, bug: str) -> Scenario:
+    """The scenario on nodes started with ``--break bug``."""
+    return dataclasses.replace(scenario, node_args=(*scenario.node_args, "--break", bug))
+
+
+def run_power(plan: PowerPlan, on_cell: Progress = lambda _: None,
+              runner: Runner = run_scenario) -> Matrix:
+    matrix = Matrix(tuple(plan.seeds), tuple(s.name for s in plan.scenarios), dict(plan.bugs))
+    targets = ([CORRECT] if plan.correct else []) + list(plan.bugs)
+    for seed in plan.seeds:
+        for target in targets:
+            for cell in _target_runs(plan, target, seed, runner):
+                matrix.cells.append(cell)
+                on_cell(cell)
+    return matrix
+
+
+def _target_runs(plan: PowerPlan, target: str, seed: int, runner: Runner) -> list[Cell]:
+    expected = plan.bugs.get(target, ())
+    options = RunOptions(runtime=plan.runtime, seed=seed, time_limit=plan.time_limit,
+                         store=plan.store / "runs" / target)
+    cells: list[Cell] = []
+    spent = 0.0
+    for scenario in plan.scenarios:
+        started = time.monotonic()
+        outcome = runner(scenario if target == CORRECT else broken(scenario, target), options)
+        seconds = time.monotonic() - started
+        spent += seconds
+        results = outcome.results or {}
+        valid = results.get("valid", "unknown")
+        verdict = "valid" if valid is True else "invalid" if valid is False else "unknown"
+        cell = Cell(target, seed, scenario.name, verdict, outcome.exit_code,
+                    kinds(results.get("violations") or ()), kinds(results.get("caveats") or ()),
+                    expected, round(seconds, 1), None, str(outcome.run_dir), outcome.error)
+        if cell.caught:
+            cell = dataclasses.replace(cell, detected_after=round(spent, 1))
+        cells.append(cell)
+        if cell.caught and not plan.full:
+            break
+    return cells

@@ -1,0 +1,1 @@
+"""`mirrorchaos power`: the detection matrix of the campaign against every planted bug."""

@@ -1,0 +1,95 @@
+"""The detection matrix's decisions: what counts as a catch, a miss, and the correct
+broker passing; the campaign's early stop and time to detection; the outputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from harness.power.campaign import PowerPlan, broken, run_power
+from harness.power.matrix import CORRECT, matrix_from_json
+from harness.run.orchestrate import RunOptions, RunOutcome
+from harness.scenarios.model import Scenario
+from reports.power.render import render_power, write_power_html
+
+A, B = Scenario("a", "first"), Scenario("b", "second")
+
+
+def fake_runs(verdicts: dict[tuple[str, str], tuple[bool | str, list[str]]], calls: list):
+    """A runner whose run of (bug, scenario) ends with the given validity and violation
+    kinds; the bug is read back from the node arguments the campaign passed."""
+
+    def runner(scenario: Scenario, options: RunOptions) -> RunOutcome:
+        args = scenario.node_args
+        bug = args[args.index("--break") + 1] if "--break" in args else CORRECT
+        calls.append((bug, scenario.name, options.seed))
+        valid, kinds = verdicts.get((bug, scenario.name), (True, []))
+        results = {"valid": valid, "violations": [{"kind": k} for k in kinds], "caveats": []}
+        code = 0 if valid is True else 1 if valid is False else 2
+        return RunOutcome(options.store / scenario.name, code, results)
+
+    return runner
+
+
+def plan(tmp_path: Path, **kw) -> PowerPlan:
+    return PowerPlan([A, B], (7, 11), {"early-confirm": ("lost",), "gm-reorder": ("reordered",)},
+                     tmp_path, **kw)
+
+
+def test_a_bug_is_caught_only_with_a_kind_its_line_names_and_stops_at_its_first_catch(tmp_path):
+    calls: list = []
+    runner = fake_runs({("early-confirm", "a"): (False, ["lost", "stalled"]),
+                        ("gm-reorder", "a"): (False, ["duplicate"]),
+                        ("gm-reorder", "b"): (True, [])}, calls)
+    matrix = run_power(plan(tmp_path), runner=runner)
+    assert ("early-confirm", "b", 7) not in calls  # caught by a: b is not run
+    assert ("gm-reorder", "b", 7) in calls  # invalid for another reason is no catch
+    assert matrix.passed("early-confirm", 7) and matrix.passed("early-confirm", 11)
+    assert not matrix.passed("gm-reorder", 7)
+    assert matrix.passed(CORRECT, 7)
+    assert matrix.missed() == [("gm-reorder", 7), ("gm-reorder", 11)]
+    first = matrix.outcome("early-confirm", 7)
+    assert first is not None and first.caught and first.detected_after is not None
+
+
+def test_the_correct_broker_fails_the_matrix_when_any_run_is_not_valid(tmp_path):
+    runner = fake_runs({(CORRECT, "b"): ("unknown", []),
+                        ("early-confirm", "a"): (False, ["lost"]),
+                        ("gm-reorder", "b"): (False, ["reordered"])}, [])
+    matrix = run_power(plan(tmp_path), runner=runner)
+    assert not matrix.passed(CORRECT, 7)
+    assert (CORRECT, 7) in matrix.missed() and (CORRECT, 11) in matrix.missed()
+    cell = matrix.outcome(CORRECT, 7)
+    assert cell is not None and cell.scenario == "b" and cell.verdict == "unknown"
+
+
+def test_full_runs_every_scenario_and_the_time_to_detection_adds_up_the_runs_before(tmp_path):
+    calls: list = []
+    runner = fake_runs({("early-confirm", "b"): (False, ["lost"])}, calls)
+    matrix = run_power(plan(tmp_path, full=True, correct=False), runner=runner)
+    assert len(calls) == 2 * 2 * 2  # every bug, seed and scenario
+    caught = matrix.outcome("early-confirm", 7)
+    assert caught is not None and caught.scenario == "b"
+    runs = matrix.of("early-confirm", 7)
+    assert caught.detected_after is not None
+    assert caught.detected_after >= runs[0].seconds
+
+
+def test_the_matrix_survives_json_and_renders_its_misses(tmp_path):
+    runner = fake_runs({("early-confirm", "a"): (False, ["lost"])}, [])
+    matrix = run_power(plan(tmp_path), runner=runner)
+    again = matrix_from_json(json.loads(json.dumps(matrix.to_json())))
+    assert again.missed() == matrix.missed() and again.cells == matrix.cells
+    console = Console(record=True, width=200)
+    render_power(again, console)
+    text = console.export_text()
+    assert "MISSED" in text and "caught by a" in text
+    page = write_power_html(again, tmp_path).read_text(encoding="utf-8")
+    assert "Detection matrix" in page and "MISSED" in page
+
+
+def test_a_broken_scenario_starts_its_nodes_with_the_switch():
+    assert broken(Scenario("s", "d", node_args=("--tick", "1")), "gm-reorder").node_args == (
+        "--tick", "1", "--break", "gm-reorder")
