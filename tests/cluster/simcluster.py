@@ -75,13 +75,17 @@ class SimCluster:
         busy = [pair for pair, queue in self.links.items() if queue]
         if not busy:
             return False
-        source, target = self.rng.choice(busy)
+        self.move(*self.rng.choice(busy))
+        return True
+
+    def move(self, source: str, target: str) -> None:
+        """Deliver the next message on one link."""
+        self._collect()
         data = self.links[(source, target)].popleft()
         (envelope,) = FrameBuffer().feed(data)
         self.delivered[(source, target, envelope.type)] += 1
         self.coordinators[target].received(source, envelope)
         self.brokers[target].after_input()
-        return True
 
     def pump(self, limit: int = 100_000) -> None:
         for _ in range(limit):
