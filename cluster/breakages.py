@@ -34,7 +34,7 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              ("lost",), "master killed just after a commit"),
     Breakage("youngest-promoted",
              "on master failure the youngest surviving mirror is promoted, not the eldest",
-             ("wrong-promotion", "lost"), "master killed while mirrors joined at times apart"),
+             ("wrong-promotion", "lost"), "master killed while two or more mirrors survive"),
     Breakage("no-requeue-on-promotion",
              "the promoted mirror does not requeue the old master's unacknowledged deliveries",
              ("lost-unacked",), "master killed with a consumer on its node holding messages"),
@@ -43,10 +43,10 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              ("duplicate",), "any kill or connection loss with unacked deliveries"),
     Breakage("no-failover-cancel",
              "consumers with x-cancel-on-ha-failover get no basic.cancel on failover",
-             ("cancel-missing",), "master killed or stopped"),
+             ("cancel-missing",), "master killed or stopped, consumers on other nodes"),
     Breakage("cancel-all-on-failover",
              "consumers without x-cancel-on-ha-failover are cancelled on failover too",
-             ("cancel-unexpected",), "master killed or stopped"),
+             ("cancel-unexpected",), "master killed or stopped, consumers on other nodes"),
     Breakage("instant-sync",
              "a new or rejoining mirror is reported synchronised at once, holding nothing "
              "older than its join",
@@ -71,12 +71,13 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
     Breakage("no-gm-takeover",
              "when a GM member dies its neighbour does not re-send what it may not have "
              "passed on", ("resurrected", "lost", "disagreement"),
-             "a mirror killed under load, then the master"),
+             "a mirror killed while the master's changes pass through it"),
     Breakage("gm-reorder",
              "mirrors apply neighbouring publishes in swapped order, not the GM total order",
              ("reordered", "disagreement"), "master killed with messages ready"),
     Breakage("acks-not-replicated",
-             "acks, nacks and rejects settled on the master are never broadcast to mirrors",
+             "acks (and nacks or rejects without requeue) on the master are never broadcast "
+             "to the mirrors",
              ("resurrected", "disagreement"), "master killed after consumers acked"),
     Breakage("drop-held-publishes",
              "on promotion, publishes a mirror held but the old master never ordered are "

@@ -27,11 +27,16 @@ from tests.cluster.test_ha_simulated import confirmed_tags, drain, mirrored_queu
 # -- the catalogue ---------------------------------------------------------------------
 
 
+PLANTED_BUGS_DOC = Path(__file__).resolve().parents[2] / "docs" / "planted-bugs.md"
+
+
 @pytest.mark.parametrize("name", sorted(CATALOGUE))
-def test_every_switch_names_known_violations_a_flag_and_a_test(name: str) -> None:
+def test_every_switch_names_known_violations_a_flag_a_doc_row_and_a_test(name: str) -> None:
     breakage = CATALOGUE[name]
     assert breakage.violations and set(breakage.violations) <= VIOLATION_KINDS
     assert breakage.breaks and breakage.exposed_by
+    row = f"| `{name}` | {breakage.breaks} | "
+    assert row in PLANTED_BUGS_DOC.read_text(encoding="utf-8")
     assert Breaks.of([name]).names == [name]
     shown_by = [f for n, f in globals().items() if n.startswith("test_break_")
                 and f'"{name}"' in inspect.getsource(f)]
