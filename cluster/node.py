@@ -593,8 +593,10 @@ async def run_node(settings: NodeSettings, config: NodeConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
+    planted = settings.breaks.names
     print(f"node {settings.name} ready: amqp {settings.host}:{settings.amqp_port}"
-          + (f", management {settings.mgmt_port}" if settings.mgmt_port is not None else ""),
+          + (f", management {settings.mgmt_port}" if settings.mgmt_port is not None else "")
+          + (f", planted bugs: {' '.join(planted)}" if planted else ""),
           file=sys.stderr, flush=True)
     await stopping.wait()
     await node.stop()

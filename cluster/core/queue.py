@@ -121,7 +121,7 @@ class Queue:
 
     def enqueue_at(self, seq: int, message: Message) -> int:
         """Append a message with the sequence id its master gave it (mirrors)."""
-        self._next_seq = seq + 1
+        self._next_seq = max(self._next_seq, seq + 1)  # a seq is never used twice
         self._fresh.append(Entry(seq, message))
         self.message_bytes += len(message.body)
         if self.log is not None and self._persists(message):
@@ -134,7 +134,7 @@ class Queue:
         for seq, message in entries:
             self._fresh.append(Entry(seq, message, delivered=True))
             self.message_bytes += len(message.body)
-            self._next_seq = max(self._next_seq, seq + 1)
+            self._next_seq = max(self._next_seq, seq + 1)  # a seq is never used twice
 
     def _pop_ready(self) -> Entry | None:
         fresh, requeued = self._fresh, self._requeued

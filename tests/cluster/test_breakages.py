@@ -327,16 +327,22 @@ def test_break_requeue_at_tail() -> None:
 
 def test_break_gm_reorder() -> None:
     """Ten publishes travel the ring as one GM message; after the master dies, the
-    mirror's order is what consumers get."""
-    for breaks, expected in (((), numbered(10)),
-                             (("gm-reorder",), [f"m{i ^ 1}".encode() for i in range(10)])):
+    mirror's order is what consumers get, and the promoted mirror's own publishes come
+    after them all, each tracked on its own until acked."""
+    swapped = [f"m{i ^ 1}".encode() for i in range(10)]
+    for breaks, expected in (((), numbered(10)), (("gm-reorder",), swapped)):
         sim = mirrored_queue(10, *breaks)
         publisher = sim.client("n1")
         publisher.send_raw(b"".join(publish_frames(1, body, "ha.q") for body in numbered(10)))
         sim.pump()
         sim.kill("n1")
         sim.pump()
-        assert bodies(drain(sim, "n2")) == expected
+        sim.client("n2").publish(1, b"later", "ha.q")
+        consumer = sim.client("n2")
+        consume(consumer, "c")
+        sim.pump()
+        assert [body for _, body in consumer.deliveries()] == [*expected, b"later"]
+        assert held(sim, "n2") == 11
 
 
 def test_break_acks_not_replicated() -> None:
