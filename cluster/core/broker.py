@@ -44,7 +44,7 @@ class BrokerConfig:
     # Bytes of message bodies held in queues above which publishers are blocked.
     memory_high_watermark: int = 1 << 30
     # Deliberate defects, for showing that the harness catches a broken broker
-    # (``--break``; see cluster.breakages). None in every real use.
+    # (``--break``; see cluster.breakages). All off in every real use.
     breaks: Breaks = field(default_factory=Breaks)
 
 

@@ -134,7 +134,7 @@ class Queue:
         for seq, message in entries:
             self._fresh.append(Entry(seq, message, delivered=True))
             self.message_bytes += len(message.body)
-            self._next_seq = max(self._next_seq, seq + 1)  # a seq is never used twice
+            self._next_seq = max(self._next_seq, seq + 1)
 
     def _pop_ready(self) -> Entry | None:
         fresh, requeued = self._fresh, self._requeued

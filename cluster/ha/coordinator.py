@@ -384,7 +384,7 @@ class Coordinator:
         if added or unwanted:
             placed = record.with_view(view)
             if self.breaks.instant_sync:
-                # A new mirror holds nothing older than its join: synchronised it is not.
+                # The bug: called synchronised though it holds nothing older than its join.
                 placed = replace(placed, synced=(*placed.synced, *added))
                 for member in added:
                     self.broker.events.emit("mirror_synchronised", vhost=queue.vhost,
