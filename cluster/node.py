@@ -18,13 +18,14 @@ import socket
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cluster.amqp.connection import Connection
 from cluster.amqp.errors import INTERNAL_ERROR, ConnectionError_
+from cluster.breakages import CATALOGUE, Breaks
 from cluster.config import ConfigError, NodeConfig, load_config
-from cluster.core.broker import BREAKAGES, Broker
+from cluster.core.broker import Broker
 from cluster.core.queue import Queue
 from cluster.core.users import Permission
 from cluster.definitions import DefinitionsError, DefinitionsFile
@@ -60,7 +61,7 @@ class NodeSettings:
     config_path: Path | None = None
     cluster: ClusterSettings | None = None
     partition_handling: str = "ignore"
-    breakage: str | None = None
+    breaks: Breaks = field(default_factory=Breaks)
     peer_wait: float = 30.0  # how long a node that did not stop last waits for one that did
     force_boot: bool = False
 
@@ -222,7 +223,8 @@ class Node:
                 await self._start_app()
 
     async def _start_app(self) -> None:
-        store = MessageStore(self.settings.data_dir / "messages")
+        store = MessageStore(self.settings.data_dir / "messages",
+                             fsync=not self.config.broker.breaks.no_fsync)
         try:
             recovery = store.recover()
             for tail in recovery.truncated:
@@ -414,7 +416,8 @@ class Node:
         partitioned = event.peer in peers.detector.partitions
         if not partitioned or self.settings.partition_handling == "pause_minority":
             coordinator.peer_up(event.peer, event.incarnation)
-        elif self.settings.partition_handling == "autoheal" and self._autoheal_loses():
+        elif (self.settings.partition_handling == "autoheal" and self._autoheal_loses()
+              and not self.config.broker.breaks.autoheal_no_restart):
             # The other side won: restart, so our mirrors rejoin theirs empty.
             self.events.emit("autoheal_restart", winners=sorted(peers.detector.partitions))
             self._app_change(self._restart_app)
@@ -464,7 +467,8 @@ class Node:
         if reachable == total:
             self._awaiting_whole_cluster = False
         minority = reachable * 2 <= total
-        pause = minority or self._awaiting_whole_cluster
+        pause = ((minority or self._awaiting_whole_cluster)
+                 and not self.config.broker.breaks.pause_minority_ignored)
         if pause and not self._paused_for_minority:
             self._paused_for_minority = True
             self.events.emit("paused", reason="minority" if minority else "partial partition",
@@ -589,8 +593,10 @@ async def run_node(settings: NodeSettings, config: NodeConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
+    planted = settings.breaks.names
     print(f"node {settings.name} ready: amqp {settings.host}:{settings.amqp_port}"
-          + (f", management {settings.mgmt_port}" if settings.mgmt_port is not None else ""),
+          + (f", management {settings.mgmt_port}" if settings.mgmt_port is not None else "")
+          + (f", planted bugs: {' '.join(planted)}" if planted else ""),
           file=sys.stderr, flush=True)
     await stopping.wait()
     await node.stop()
@@ -615,9 +621,11 @@ def parse_args(argv: list[str] | None = None) -> NodeSettings:
                         help="seconds between heartbeats to peers (default %(default)s)")
     parser.add_argument("--tick-count", type=int, default=4,
                         help="missed ticks before a peer counts as down (default %(default)s)")
-    parser.add_argument("--break", dest="breakage", choices=sorted(BREAKAGES),
-                        help="run deliberately broken, to show that the harness catches it: "
-                             + "; ".join(f"{k}: {v}" for k, v in sorted(BREAKAGES.items())))
+    parser.add_argument("--break", dest="breaks", action="append", default=[],
+                        choices=sorted(CATALOGUE), metavar="NAME",
+                        help="run with a planted bug, to show that the harness catches it "
+                             "(repeatable; docs/planted-bugs.md): "
+                             + "; ".join(f"{b.name}: {b.breaks}" for b in CATALOGUE.values()))
     parser.add_argument("--partition-handling", default="ignore",
                         choices=("ignore", "pause_minority", "autoheal"),
                         help="what a node does about a network partition, as RabbitMQ's "
@@ -637,7 +645,7 @@ def parse_args(argv: list[str] | None = None) -> NodeSettings:
         cluster = ClusterSettings(args.cluster_name, args.host, args.cluster_port, peers,
                                   args.tick, args.tick_count)
     return NodeSettings(args.name, args.data_dir, args.amqp_port, args.mgmt_port, args.host,
-                        args.config, cluster, args.partition_handling, args.breakage,
+                        args.config, cluster, args.partition_handling, Breaks.of(args.breaks),
                         args.peer_wait, args.force_boot)
 
 
@@ -655,7 +663,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = load_config(settings.config_path, settings.name)
-        config.broker.breakage = settings.breakage
+        config.broker.breaks = settings.breaks
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(run_node(settings, config))

@@ -270,8 +270,7 @@ class Channel:
                 assert isinstance(queue, ClusterQueue)
                 pubid = self._next_pubid
                 self._next_pubid = pubid + 1
-                if (confirmed and wait is None
-                        and self.broker.config.breakage != "early-confirm"):
+                if confirmed and wait is None and not self.broker.config.breaks.early_confirm:
                     wait = self.broker.cluster_wait(self.ref, pubid)
                 lsn = max(lsn, queue.publish(message, self.ref, pubid, wait))
             else:
@@ -340,7 +339,7 @@ class Channel:
         if not consumer.no_ack:
             self.unacked[tag] = Delivery(queue, entry.seq, consumer)
             consumer.unacked += 1
-        if self.broker.config.breakage == "unflagged-redelivery":
+        if self.broker.config.breaks.unflagged_redelivery:
             redelivered = False
         message = entry.message
         self.connection.send_many(
@@ -701,8 +700,10 @@ class Channel:
             )
         lsn = 0
         waits = []
+        # Committed means on every replica: commit-ok waits for the mirrors' confirms.
+        replicated = not self.broker.config.breaks.early_tx_commit
         for publish, message in publishes:
-            routed, wait = self._route(publish, message, True)
+            routed, wait = self._route(publish, message, replicated)
             lsn = max(lsn, routed)
             if wait is not None:
                 waits.append(wait)

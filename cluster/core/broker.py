@@ -11,12 +11,13 @@ import base64
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cluster.amqp.channel import Channel
 from cluster.amqp.connection import Connection, State
 from cluster.amqp.errors import AMQPError, ChannelError, ConnectionError_
+from cluster.breakages import Breaks
 from cluster.core.message import Message
 from cluster.core.policy import Policy, effective_policy
 from cluster.core.queue import MessageLog, Queue
@@ -42,15 +43,9 @@ class BrokerConfig:
     max_message_size: int = 128 * 1024 * 1024
     # Bytes of message bodies held in queues above which publishers are blocked.
     memory_high_watermark: int = 1 << 30
-    # A deliberate defect, for showing that the harness catches a broken broker
-    # (``--break``; see BREAKAGES). None in every real use.
-    breakage: str | None = None
-
-
-BREAKAGES = {
-    "unflagged-redelivery": "every delivery says redelivered=false, even after a requeue",
-    "early-confirm": "confirms wait for this node's disk only, not for the mirrors",
-}
+    # Deliberate defects, for showing that the harness catches a broken broker
+    # (``--break``; see cluster.breakages). All off in every real use.
+    breaks: Breaks = field(default_factory=Breaks)
 
 
 class EventSink(Protocol):
@@ -195,7 +190,8 @@ class Broker:
                                           exclusive_owner=exclusive_owner,
                                           auto_delete=auto_delete, arguments=arguments)
         return Queue(vhost, name, durable=durable, exclusive_owner=exclusive_owner,
-                     auto_delete=auto_delete, arguments=arguments, log=self.log)
+                     auto_delete=auto_delete, arguments=arguments, log=self.log,
+                     requeue_at_tail=self.config.breaks.requeue_at_tail)
 
     def _queue_deleted(self, queue: Queue | ClusterQueue) -> None:
         consumers: list[Any] = list(queue.consumers)
@@ -330,6 +326,7 @@ class Broker:
                 vhost.add_queue(Queue(
                     name, queue["name"], durable=True, auto_delete=queue["auto_delete"],
                     arguments=queue["arguments"], log=self.log,
+                    requeue_at_tail=self.config.breaks.requeue_at_tail,
                 ))
             for binding in content.get("bindings", []):
                 vhost.exchanges[binding["exchange"]].bind(binding["queue"], binding["routing_key"])

@@ -79,6 +79,8 @@ class Queue:
     auto_delete: bool = False
     arguments: dict[str, Any] = field(default_factory=dict)
     log: MessageLog | None = None
+    # The planted bug ``--break requeue-at-tail``: requeued messages lose their place.
+    requeue_at_tail: bool = False
 
     # A ClusterQueue (cluster.ha) says True: publishes carry a sender and confirm wait.
     replicated = False
@@ -119,7 +121,7 @@ class Queue:
 
     def enqueue_at(self, seq: int, message: Message) -> int:
         """Append a message with the sequence id its master gave it (mirrors)."""
-        self._next_seq = seq + 1
+        self._next_seq = max(self._next_seq, seq + 1)  # a seq is never used twice
         self._fresh.append(Entry(seq, message))
         self.message_bytes += len(message.body)
         if self.log is not None and self._persists(message):
@@ -193,7 +195,10 @@ class Queue:
     def requeue(self, seqs: Iterable[int], owner: str | None = None) -> None:
         back = self._release(seqs, owner)
         for entry in back:
-            heapq.heappush(self._requeued, entry)
+            if self.requeue_at_tail:
+                self._fresh.append(entry)
+            else:
+                heapq.heappush(self._requeued, entry)
         if back and self.observer is not None:
             self.observer.requeued([e.seq for e in back])
 

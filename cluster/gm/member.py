@@ -39,8 +39,11 @@ class LostMembership(Exception):
 
 
 class GroupMember:
-    def __init__(self, me: MemberId) -> None:
+    def __init__(self, me: MemberId, *, takeover: bool = True) -> None:
         self.me = me
+        # False only for the planted bug ``--break no-gm-takeover``: a member whose
+        # right-hand neighbour died does not catch up the next one.
+        self._takeover = takeover
         self._view: View | None = None
         self._left = me
         self._right = me
@@ -92,7 +95,8 @@ class GroupMember:
                 # Every older member is dead and none caught us up. State flows from the
                 # eldest member rightwards, so no live member holds any: start afresh.
                 self._adopt({})
-        elif self._right != self.me and (skipped or self._right != old_right):
+        elif (self._right != self.me and (skipped or self._right != old_right)
+              and (self._takeover or self._right not in current)):
             self._send_catch_up()
         held, self._held = self._held, []
         for sender, message in held:

@@ -55,6 +55,7 @@ class SyncJob:
 class Coordinator:
     def __init__(self, broker: Broker, node: str, incarnation: str, peers: list[str]) -> None:
         self.broker = broker
+        self.breaks = broker.config.breaks
         self.node = node
         self.incarnation = incarnation
         self.me_prefix = f"{node}/"
@@ -214,7 +215,8 @@ class Coordinator:
         """A channel here declared a new queue: this node is its master. Exclusive
         queues are never mirrored and stay on their connection's node."""
         copy = Queue(vhost, name, durable=durable, exclusive_owner=exclusive_owner,
-                     auto_delete=auto_delete, arguments=arguments, log=self.broker.log)
+                     auto_delete=auto_delete, arguments=arguments, log=self.broker.log,
+                     requeue_at_tail=self.breaks.requeue_at_tail)
         if exclusive_owner is not None:
             return copy
         return self._start_master(vhost, name, copy)
@@ -250,7 +252,8 @@ class Coordinator:
     def new_copy(self, queue: ClusterQueue) -> Queue:
         host = self.broker.vhosts[queue.vhost]
         return Queue(queue.vhost, queue.name, durable=queue.durable,
-                     auto_delete=queue.auto_delete, arguments=queue.arguments, log=host.log)
+                     auto_delete=queue.auto_delete, arguments=queue.arguments, log=host.log,
+                     requeue_at_tail=self.breaks.requeue_at_tail)
 
     def _apply_queue(self, key: Key, value: dict[str, Any] | None) -> None:
         _, vhost_name, name = key
@@ -293,7 +296,7 @@ class Coordinator:
         if copy is None:
             copy = Queue(record.vhost, record.name, durable=record.durable,
                          auto_delete=record.auto_delete, arguments=record.arguments,
-                         log=host.log)
+                         log=host.log, requeue_at_tail=self.breaks.requeue_at_tail)
         reclaimed = QueueRecord(record.vhost, record.name, record.durable,
                                 record.auto_delete, record.arguments,
                                 View(record.view.version + 1, (self.me,)), uid=record.uid)
@@ -360,7 +363,8 @@ class Coordinator:
                 if member in view or member in view.heirs:
                     continue
                 view = view.joined(member)
-                queue.join_seq[member] = copy.next_seq
+                if not self.breaks.instant_sync:
+                    queue.join_seq[member] = copy.next_seq
                 added.append(member)
         unwanted = [m for m in record.mirrors if node_of(m) not in wanted]
         successor = next((m for m in view.members[1:] if m in record.synced
@@ -378,7 +382,14 @@ class Coordinator:
                 self.broker.events.emit("mirror_dropped", vhost=queue.vhost,
                                         queue=queue.name, member=member, reason="policy")
         if added or unwanted:
-            self._install(queue, record.with_view(view))
+            placed = record.with_view(view)
+            if self.breaks.instant_sync:
+                # The bug: called synchronised though it holds nothing older than its join.
+                placed = replace(placed, synced=(*placed.synced, *added))
+                for member in added:
+                    self.broker.events.emit("mirror_synchronised", vhost=queue.vhost,
+                                            queue=queue.name, member=member)
+            self._install(queue, placed)
         if not queue.is_master:
             return
         if definition.get("ha-sync-mode") == "automatic":
@@ -405,15 +416,22 @@ class Coordinator:
         if peer not in [node_of(m) for m in dead] or queue.me is None:
             return
         alive = [m for m in record.view.members if m not in dead]
-        if not alive or alive[0] != queue.me:
+        if not alive:
+            return
+        master_died = record.master in dead
+        youngest = master_died and self.breaks.youngest_promoted
+        acting = alive[-1] if youngest else alive[0]  # and promoted, if the master died
+        if acting != queue.me:
             return
         queue.join_seq = {m: s for m, s in queue.join_seq.items() if m not in dead}
-        if record.master in dead and not forced:
+        if master_died and not forced:
             graceful = peer in self.leaving
             key = "ha-promote-on-shutdown" if graceful else "ha-promote-on-failure"
             default = "when-synced" if graceful else "always"
+            ignored = (self.breaks.shutdown_promotes_unsynced if graceful
+                       else self.breaks.failure_promotes_unsynced)
             if (self._definition(queue).get(key, default) == "when-synced"
-                    and queue.me not in record.synced):
+                    and queue.me not in record.synced and not ignored):
                 self.broker.events.emit("promotion_refused", vhost=queue.vhost,
                                         queue=queue.name, member=queue.me, setting=key)
                 return
@@ -421,7 +439,10 @@ class Coordinator:
             for member in dead:
                 self.broker.events.emit("mirror_dropped", vhost=queue.vhost,
                                         queue=queue.name, member=member, reason="down")
-        self._install(queue, record.with_view(record.view.without(*dead)))
+        view = record.view.without(*dead)
+        if youngest:
+            view = replace(view, members=(acting, *[m for m in view.members if m != acting]))
+        self._install(queue, record.with_view(view))
         if queue.is_master:
             self._place_mirrors(queue)
 
@@ -476,7 +497,7 @@ class Coordinator:
         """One batch of every running sync; True while any remains."""
         for queue, job in list(self.syncs.items()):
             job.targets = [m for m in job.targets if m in queue.record.view]
-            if queue.is_master and job.targets:
+            if queue.is_master and job.targets and not self.breaks.sync_noop:
                 job.cursor = queue.sync_batch(job.targets, job.cursor, job.high, job.size)
                 if job.cursor < job.high:
                     continue

@@ -92,6 +92,9 @@ class ClusterQueue:
         self.pending: dict[str, OrderedDict[int, tuple[Message, bool]]] = {}
         self.ordered_upto: dict[str, int] = {}
         self.deleted = False
+        # The planted bug ``--break rejoin-keeps-contents``: what this node held when it
+        # stopped being a replica, taken up again should it rejoin.
+        self.kept: Queue | None = None
         # The GM message this replica sent last, while it may still grow (flush_gm).
         self._last_gm: tuple[list[Any], GroupMember, Member, OutgoingGM] | None = None
 
@@ -121,21 +124,28 @@ class ClusterQueue:
         """This node declared the queue (or restored it): it is the master."""
         self.me, self.copy = me, copy
         copy.observer = self
-        self.member = GroupMember(me)
+        self.member = self._new_member(me)
         self.member.create(self.record.view)
 
     def start_mirror(self, me: Member) -> None:
         """The master added this node: start empty and wait for the GM catch-up."""
         self.me = me
-        self.copy = self.coordinator.new_copy(self)
-        self.member = GroupMember(me)
+        self.copy = self.kept or self.coordinator.new_copy(self)
+        self.kept = None
+        self.member = self._new_member(me)
         self.member.join(self.record.view)
         self.flush_gm()
+
+    def _new_member(self, me: Member) -> GroupMember:
+        return GroupMember(me, takeover=not self.coordinator.breaks.no_gm_takeover)
 
     def stop_replica(self) -> None:
         """No longer a member: forget the messages, keep serving channels remotely."""
         if self.copy is not None:
-            self.copy.drop_all()
+            if self.coordinator.breaks.rejoin_keeps_contents:
+                self.kept, self.copy.observer = self.copy, None
+            else:
+                self.copy.drop_all()
         self.me = self.copy = self.member = None
         self.pending.clear()
         self.ordered_upto.clear()
@@ -231,7 +241,8 @@ class ClusterQueue:
         self.coordinator.queue_changed(self)
 
     def settled(self, seqs: list[int]) -> None:
-        self._broadcast(["settle", seqs])
+        if not self.coordinator.breaks.acks_not_replicated:
+            self._broadcast(["settle", seqs])
         self.coordinator.queue_changed(self)
 
     def requeued(self, seqs: list[int]) -> None:
@@ -259,7 +270,10 @@ class ClusterQueue:
                 continue
             out = coordinator.send_gm(self, target, message)
             self._last_gm = (coordinator.outbox, member, target, out)
-        for sender, op in member.take_deliveries():
+        deliveries = member.take_deliveries()
+        if self.coordinator.breaks.gm_reorder:
+            _swap_neighbouring_publishes(deliveries)
+        for sender, op in deliveries:
             if sender != self.me:
                 self.apply(op)  # type: ignore[arg-type]
 
@@ -325,11 +339,13 @@ class ClusterQueue:
         copy = self.copy
         assert copy is not None
         copy.observer = self
-        copy.requeue(list(copy.unacked))
+        breaks = self.coordinator.breaks
+        if not breaks.no_requeue_on_promotion:
+            copy.requeue(list(copy.unacked))
         unordered = [(pubid, sender, message, want) for sender, held in self.pending.items()
                      for pubid, (message, want) in held.items()]
         for pubid, sender, message, want in sorted(unordered, key=lambda u: u[0]):
-            lsn = self.order(message, sender, pubid, want)
+            lsn = 0 if breaks.drop_held_publishes else self.order(message, sender, pubid, want)
             if want:
                 self.coordinator.confirm_when_durable(lsn, sender, pubid, self.record.uid)
         self.pending.clear()
@@ -342,8 +358,10 @@ class ClusterQueue:
     def master_changed(self) -> None:
         """Channel side: consumers move to the new master, except those that asked to
         be told (``x-cancel-on-ha-failover``), which are cancelled."""
+        breaks = self.coordinator.breaks
         for consumer in list(self.consumers):
-            if consumer.arguments.get("x-cancel-on-ha-failover"):
+            asked = bool(consumer.arguments.get("x-cancel-on-ha-failover"))
+            if breaks.cancel_all_on_failover or (asked and not breaks.no_failover_cancel):
                 self.consumers.remove(consumer)
                 self.granted.pop(consumer, None)
                 self.coordinator.forget_consumer(consumer)
@@ -465,3 +483,12 @@ class ClusterQueue:
 
     def view(self) -> View:
         return self.record.view
+
+
+def _swap_neighbouring_publishes(deliveries: list[tuple[str, Any]]) -> None:
+    """The planted bug ``--break gm-reorder``: each pair of publishes delivered together
+    is applied in swapped order, so the mirror's queue order is not the master's."""
+    for i in range(0, len(deliveries) - 1, 2):
+        first, second = deliveries[i][1], deliveries[i + 1][1]
+        if first[0] == "pub" and second[0] == "pub" and first[1] < second[1]:
+            deliveries[i], deliveries[i + 1] = deliveries[i + 1], deliveries[i]

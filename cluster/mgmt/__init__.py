@@ -42,6 +42,9 @@ Extensions to RabbitMQ's API:
   saved.
 - ``/api/overview`` has ``running``; the node objects have ``running`` for the broker
   application, not for the process.
+- Queue objects have ``local``: this node's own replica of the queue, ``{"role":
+  "master" | "mirror", "messages": N}`` (ready plus unacknowledged), or null when the
+  node holds none, so that replicas can be compared across nodes at a quiet moment.
 """
 
 from cluster.mgmt.server import start_management

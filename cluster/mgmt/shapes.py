@@ -70,7 +70,17 @@ def queue_json(broker: Broker, queue: AnyQueue) -> dict[str, Any]:
         "state": "running",
         "slave_nodes": mirrors,
         "synchronised_slave_nodes": synced,
+        "local": _local_replica(queue, held),
     }
+
+
+def _local_replica(queue: AnyQueue, held: Queue | None) -> dict[str, Any] | None:
+    """This node's own replica, so that nodes' copies can be compared with each other."""
+    if held is None:
+        return None
+    master = not isinstance(queue, ClusterQueue) or queue.is_master
+    return {"role": "master" if master else "mirror",
+            "messages": held.ready_count + len(held.unacked)}
 
 
 def exchange_json(vhost: str, exchange: Exchange) -> dict[str, Any]:

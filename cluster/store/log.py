@@ -105,11 +105,14 @@ class _Segment:
 
 
 class MessageStore:
-    def __init__(self, directory: Path, *, segment_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(self, directory: Path, *, segment_bytes: int = 64 * 1024 * 1024,
+                 fsync: bool = True) -> None:
         if segment_bytes <= len(HEADER):
             raise ValueError(f"segment_bytes must exceed the {len(HEADER)}-byte header")
         self._dir = Path(directory)
         self._segment_bytes = segment_bytes
+        # False only for the planted bug ``--break no-fsync``: commits are not durable.
+        self._fsync = fsync
         try:
             self._dir.mkdir(parents=True)
         except FileExistsError:
@@ -444,7 +447,8 @@ class MessageStore:
         view = memoryview(buf)
         while view:
             view = view[os.write(self._fd, view):]
-        os.fdatasync(self._fd)  # covers the file size, which is all an append changes
+        if self._fsync:
+            os.fdatasync(self._fd)  # covers the file size, which is all an append changes
         if not segment.on_disk:
             _fsync_directory(self._dir)
             segment.on_disk = True

@@ -3,7 +3,8 @@
 Each directed link is a FIFO of encoded envelopes (as TCP keeps order); a seeded
 random choice of link decides which message moves next, so runs interleave
 differently per seed and replay exactly. Killing a node drops everything in flight
-to and from it and tells the others it is down.
+to and from it and tells the others it is down; restarting it starts a new incarnation
+with what a store would have recovered of its durable queues.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import random
 from collections import Counter, deque
 from itertools import permutations
 
+from cluster.breakages import Breaks
 from cluster.core.broker import Broker, BrokerConfig
 from cluster.core.policy import Policy
+from cluster.core.queue import Queue
 from cluster.core.users import Permission
 from cluster.ha.coordinator import Coordinator
 from cluster.peer.codec import FrameBuffer, encode
@@ -21,17 +24,16 @@ from tests.amqp.memory_client import FakeClock, MemoryClient
 
 
 class SimCluster:
-    def __init__(self, names: list[str], seed: int, breakage: str | None = None) -> None:
+    def __init__(self, names: list[str], seed: int, breaks: tuple[str, ...] = ()) -> None:
         self.rng = random.Random(seed)
+        self.seed = seed
         self.clock = FakeClock()
-        self.brokers = {n: Broker(BrokerConfig(node_name=n, breakage=breakage),
-                                  clock=self.clock, rng=random.Random(seed)) for n in names}
-        for broker in self.brokers.values():
-            broker.add_user("guest", "guest", ["administrator"])
-            broker.set_permissions("guest", "/", Permission())
+        self.breaks = Breaks.of(breaks)
+        self.brokers = {n: self._broker(n) for n in names}
         self.coordinators = {
             n: Coordinator(b, n, f"i{seed}", [p for p in names if p != n])
             for n, b in self.brokers.items()}
+        self.incarnations = dict.fromkeys(names, f"i{seed}")
         self.alive = set(names)
         self.links: dict[tuple[str, str], deque[bytes]] = {
             pair: deque() for pair in permutations(names, 2)}
@@ -40,6 +42,13 @@ class SimCluster:
         for a, b in permutations(names, 2):
             self.coordinators[a].peer_up(b, f"i{seed}")
         self.pump()
+
+    def _broker(self, name: str) -> Broker:
+        broker = Broker(BrokerConfig(node_name=name, breaks=self.breaks), clock=self.clock,
+                        rng=random.Random(self.seed))
+        broker.add_user("guest", "guest", ["administrator"])
+        broker.set_permissions("guest", "/", Permission())
+        return broker
 
     def client(self, node: str) -> MemoryClient:
         client = MemoryClient(self.brokers[node])
@@ -66,13 +75,17 @@ class SimCluster:
         busy = [pair for pair, queue in self.links.items() if queue]
         if not busy:
             return False
-        source, target = self.rng.choice(busy)
+        self.move(*self.rng.choice(busy))
+        return True
+
+    def move(self, source: str, target: str) -> None:
+        """Deliver the next message on one link."""
+        self._collect()
         data = self.links[(source, target)].popleft()
         (envelope,) = FrameBuffer().feed(data)
         self.delivered[(source, target, envelope.type)] += 1
         self.coordinators[target].received(source, envelope)
         self.brokers[target].after_input()
-        return True
 
     def pump(self, limit: int = 100_000) -> None:
         for _ in range(limit):
@@ -88,3 +101,28 @@ class SimCluster:
         for other in self.alive:
             self.coordinators[other].peer_down(node)
             self.brokers[other].after_input()
+
+    def restart(self, node: str) -> None:
+        """Start a killed node again, as a new incarnation holding what its store would
+        have recovered: every message its replica of each durable queue held (acked or
+        not, as the store cannot tell an ack that was not yet written)."""
+        old = self.brokers[node]
+        broker = self.brokers[node] = self._broker(node)
+        incarnation = self.incarnations[node] = f"{self.incarnations[node]}+"
+        peers = [p for p in self.brokers if p != node]
+        coordinator = self.coordinators[node] = Coordinator(broker, node, incarnation, peers)
+        for vhost in old.vhosts.values():
+            host = broker.add_vhost(vhost.name)
+            for name, queue in vhost.queues.items():
+                copy = getattr(queue, "copy", None)
+                if not queue.durable or copy is None:
+                    continue
+                recovered = Queue(vhost.name, name, durable=True, arguments=queue.arguments,
+                                  requeue_at_tail=self.breaks.requeue_at_tail)
+                recovered.restore((e.seq, e.message) for e in copy.held(0, copy.next_seq))
+                host.add_queue(coordinator.restored(recovered))
+        self.alive.add(node)
+        for other in self.alive - {node}:
+            self.coordinators[other].peer_up(node, incarnation)
+        coordinator.join({other: self.incarnations[other] for other in self.alive - {node}})
+        self.pump()

@@ -115,6 +115,7 @@ def test_queue_fields_split_ready_and_unacknowledged(node: NodeProcess) -> None:
         "messages": 5, "messages_ready": 3, "messages_unacknowledged": 2, "consumers": 1,
         "policy": None, "effective_policy_definition": {}, "state": "running",
         "slave_nodes": [], "synchronised_slave_nodes": [],
+        "local": {"role": "master", "messages": 5},
     }
     assert ok(node, "GET", "/api/queues") == [queue]
     assert ok(node, "GET", "/api/queues/%2F") == [queue]

@@ -1,0 +1,134 @@
+"""Planted bugs: switches (``--break NAME``, repeatable) that run a node deliberately
+broken in one guarantee, to show that the harness catches a broker that breaks it.
+
+Each switch names the guarantee it breaks and the violation kinds the harness's checker
+must then report (docs/planted-bugs.md lists them with the faults that expose them).
+Switches are decided once at start-up into a `Breaks` value of booleans that the code
+implementing each guarantee reads; a correct node has every one False.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+# What the checker reports (docs/history-format.md, results.json ``violations[].kind``).
+VIOLATION_KINDS = frozenset({
+    "lost", "lost-unacked", "duplicate", "resurrected", "reordered", "cancel-missing",
+    "cancel-unexpected", "stalled", "split-brain", "disagreement", "wrong-promotion",
+})
+
+
+@dataclass(frozen=True)
+class Breakage:
+    name: str
+    breaks: str  # the guarantee, in one line
+    violations: tuple[str, ...]  # what the checker must report when it shows
+    exposed_by: str  # the kind of fault that exposes it
+
+
+CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
+    Breakage("early-confirm", "confirms wait for this node's disk only, not the mirrors",
+             ("lost",), "master killed just after confirming"),
+    Breakage("early-tx-commit",
+             "tx.commit-ok is sent before every mirror has the transaction's messages",
+             ("lost",), "master killed just after a commit"),
+    Breakage("youngest-promoted",
+             "on master failure the youngest surviving mirror is promoted, not the eldest",
+             ("wrong-promotion", "lost"), "master killed while two or more mirrors survive"),
+    Breakage("no-requeue-on-promotion",
+             "the promoted mirror does not requeue the old master's unacknowledged deliveries",
+             ("lost-unacked",), "master killed with a consumer on its node holding messages"),
+    Breakage("unflagged-redelivery",
+             "every delivery says redelivered=false, even after a requeue",
+             ("duplicate",), "any kill or connection loss with unacked deliveries"),
+    Breakage("no-failover-cancel",
+             "consumers with x-cancel-on-ha-failover get no basic.cancel on failover",
+             ("cancel-missing",), "master killed or stopped, consumers on other nodes"),
+    Breakage("cancel-all-on-failover",
+             "consumers without x-cancel-on-ha-failover are cancelled on failover too",
+             ("cancel-unexpected",), "master killed or stopped, consumers on other nodes"),
+    Breakage("instant-sync",
+             "a new or rejoining mirror is reported synchronised at once, holding nothing "
+             "older than its join",
+             ("lost", "disagreement"), "a node restarted, then the master killed"),
+    Breakage("sync-noop",
+             "a sync marks mirrors synchronised without copying the messages",
+             ("lost", "disagreement"), "sync_queue (or ha-sync-mode automatic) after a "
+             "restart, then the master killed"),
+    Breakage("shutdown-promotes-unsynced",
+             "ha-promote-on-shutdown when-synced (the default) is ignored",
+             ("lost",), "a mirror restarted, then the master stopped gracefully"),
+    Breakage("failure-promotes-unsynced",
+             "ha-promote-on-failure when-synced is ignored",
+             ("lost",), "a mirror restarted, then the master killed (when-synced policy)"),
+    Breakage("rejoin-keeps-contents",
+             "a rejoining mirror keeps what it recovered instead of starting empty",
+             ("resurrected", "duplicate", "disagreement"),
+             "a mirror node restarted after acks, then the master killed"),
+    Breakage("requeue-at-tail",
+             "requeued messages go to the back of the queue, not their original position",
+             ("reordered",), "nack/reject with requeue, a closed channel, a killed consumer"),
+    Breakage("no-gm-takeover",
+             "when a GM member dies its neighbour does not re-send what it may not have "
+             "passed on", ("resurrected", "lost", "disagreement"),
+             "a mirror killed while the master's changes pass through it"),
+    Breakage("gm-reorder",
+             "mirrors apply neighbouring publishes in swapped order, not the GM total order",
+             ("reordered", "disagreement"), "master killed with messages ready"),
+    Breakage("acks-not-replicated",
+             "acks (and nacks or rejects without requeue) on the master are never broadcast "
+             "to the mirrors",
+             ("resurrected", "disagreement"), "master killed after consumers acked"),
+    Breakage("drop-held-publishes",
+             "on promotion, publishes a mirror held but the old master never ordered are "
+             "dropped (and confirmed) instead of enqueued",
+             ("lost",), "master killed under publish load from other nodes"),
+    Breakage("no-fsync", "persistent messages are confirmed without the fsync",
+             ("lost",), "a fault that loses unsynced writes (power loss), not a plain kill"),
+    Breakage("pause-minority-ignored",
+             "under pause_minority a node in a minority keeps running",
+             ("split-brain", "lost"), "a partition that isolates a minority"),
+    Breakage("autoheal-no-restart",
+             "under autoheal the losing side is not restarted after the heal",
+             ("split-brain",), "a partition, then its heal"),
+)}
+
+
+@dataclass(frozen=True)
+class Breaks:
+    """Which planted bugs a node runs with: one flag per `CATALOGUE` entry (its name with
+    underscores), read where the guarantee is implemented."""
+
+    early_confirm: bool = False
+    early_tx_commit: bool = False
+    youngest_promoted: bool = False
+    no_requeue_on_promotion: bool = False
+    unflagged_redelivery: bool = False
+    no_failover_cancel: bool = False
+    cancel_all_on_failover: bool = False
+    instant_sync: bool = False
+    sync_noop: bool = False
+    shutdown_promotes_unsynced: bool = False
+    failure_promotes_unsynced: bool = False
+    rejoin_keeps_contents: bool = False
+    requeue_at_tail: bool = False
+    no_gm_takeover: bool = False
+    gm_reorder: bool = False
+    acks_not_replicated: bool = False
+    drop_held_publishes: bool = False
+    no_fsync: bool = False
+    pause_minority_ignored: bool = False
+    autoheal_no_restart: bool = False
+
+    @classmethod
+    def of(cls, names: list[str] | tuple[str, ...]) -> Breaks:
+        unknown = sorted(set(names) - set(CATALOGUE))
+        if unknown:
+            raise ValueError(f"unknown breakage {unknown[0]!r} "
+                             f"(expected one of {', '.join(sorted(CATALOGUE))})")
+        return cls(**{name.replace("-", "_"): True for name in names})
+
+    @property
+    def names(self) -> list[str]:
+        return [f.name.replace("_", "-") for f in fields(self) if getattr(self, f.name)]
+

@@ -1,0 +1,453 @@
+"""Planted bugs (``--break NAME``): each changes what a client or the management API can
+observe where the correct broker does not, on the simulated cluster wherever it can
+show it. Every test named ``test_break_<switch>`` runs the same steps correct and
+broken and asserts the difference."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pytest
+from pamqp import commands
+
+from cluster.breakages import CATALOGUE, VIOLATION_KINDS, Breaks
+from cluster.config import load_config
+from cluster.core.broker import Broker, BrokerConfig
+from cluster.ha.coordinator import Coordinator
+from cluster.ha.queue import ClusterQueue
+from cluster.mgmt.shapes import queue_json
+from cluster.node import Node, parse_args
+from cluster.peer.detector import PeerUp
+from cluster.store import MessageStore
+from tests.amqp.memory_client import MemoryClient, publish_frames
+from tests.cluster.simcluster import SimCluster
+from tests.cluster.test_ha_simulated import confirmed_tags, drain, mirrored_queue
+
+# -- the catalogue ---------------------------------------------------------------------
+
+
+PLANTED_BUGS_DOC = Path(__file__).resolve().parents[2] / "docs" / "planted-bugs.md"
+
+
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+def test_every_switch_names_known_violations_a_flag_a_doc_row_and_a_test(name: str) -> None:
+    breakage = CATALOGUE[name]
+    assert breakage.violations and set(breakage.violations) <= VIOLATION_KINDS
+    assert breakage.breaks and breakage.exposed_by
+    row = f"| `{name}` | {breakage.breaks} | "
+    assert row in PLANTED_BUGS_DOC.read_text(encoding="utf-8")
+    assert Breaks.of([name]).names == [name]
+    shown_by = [f for n, f in globals().items() if n.startswith("test_break_")
+                and f'"{name}"' in inspect.getsource(f)]
+    assert shown_by, f"no test_break_* runs {name}"
+
+
+def test_the_flags_are_exactly_the_catalogue() -> None:
+    assert sorted(Breaks.of(list(CATALOGUE)).names) == sorted(CATALOGUE)
+    assert Breaks().names == []
+
+
+def test_break_is_repeatable_and_an_unknown_name_is_refused_listing_the_valid_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    base = ["--name", "n1", "--amqp-port", "5672", "--data-dir", "/tmp/x"]
+    settings = parse_args([*base, "--break", "gm-reorder", "--break", "no-fsync"])
+    assert settings.breaks.names == ["gm-reorder", "no-fsync"]
+    assert parse_args(base).breaks == Breaks()
+    with pytest.raises(SystemExit):
+        parse_args([*base, "--break", "no-such-bug"])
+    error = capsys.readouterr().err
+    assert "no-such-bug" in error
+    assert all(name in error for name in CATALOGUE)
+    with pytest.raises(ValueError, match="early-confirm"):
+        Breaks.of(["no-such-bug"])
+
+
+def test_planted_bugs_cannot_come_from_a_config_file(tmp_path: Path) -> None:
+    path = tmp_path / "node.toml"
+    path.write_text('[node]\nbreaks = ["no-fsync"]\n')
+    with pytest.raises(ValueError, match=r"unknown key node\.breaks"):
+        load_config(path, "n1")
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+def replica(sim: SimCluster, node: str) -> ClusterQueue:
+    queue = sim.brokers[node].vhosts["/"].queues["ha.q"]
+    assert isinstance(queue, ClusterQueue)
+    return queue
+
+
+def held(sim: SimCluster, node: str) -> int:
+    """Messages the node's own replica of ha.q holds, as the management API says."""
+    local = queue_json(sim.brokers[node], replica(sim, node))["local"]
+    return local["messages"] if local else -1
+
+
+def master_node(sim: SimCluster, node: str) -> str:
+    return replica(sim, node).master_node
+
+
+def publish(sim: SimCluster, node: str, count: int, *, confirm: bool = False) -> MemoryClient:
+    client = sim.client(node)
+    if confirm:
+        client.send(1, commands.Confirm.Select())
+        client.methods()
+    for i in range(count):
+        client.publish(1, f"m{i}".encode(), "ha.q", persistent=True)
+    sim.pump()
+    return client
+
+
+def consume(client: MemoryClient, tag: str, *, cancel_on_failover: bool = False) -> None:
+    arguments = {"x-cancel-on-ha-failover": True} if cancel_on_failover else {}
+    client.send(1, commands.Basic.Consume(queue="ha.q", consumer_tag=tag,
+                                          arguments=arguments))
+
+
+def bodies(seen: list[tuple[bytes, bool]]) -> list[bytes]:
+    return [body for body, _ in seen]
+
+
+def numbered(count: int) -> list[bytes]:
+    return [f"m{i}".encode() for i in range(count)]
+
+
+def unsynchronised_mirrors(*breaks: str, policy: dict[str, object] | None = None,
+                           ) -> SimCluster:
+    """ha.q mastered on n1 with five messages published before its mirrors joined, so
+    that they hold none of them and are not synchronised."""
+    sim = SimCluster(["n1", "n2", "n3"], 5, breaks)
+    sim.client("n1").send(1, commands.Queue.Declare(queue="ha.q", durable=True))
+    sim.pump()
+    publish(sim, "n1", 5)
+    sim.set_policy("n1", "^ha", {"ha-mode": "all", **(policy or {})})
+    return sim
+
+
+# -- confirms and transactions ---------------------------------------------------------
+
+
+def test_break_early_confirm() -> None:
+    """Confirms through the master before the mirrors have the messages: after it dies
+    the confirmed messages are gone (the correct master had confirmed none yet)."""
+    for breaks, lost in (((), False), (("early-confirm",), True)):
+        sim = mirrored_queue(1, *breaks)
+        publisher = sim.client("n1")
+        publisher.send(1, commands.Confirm.Select())
+        publisher.methods()
+        for i in range(5):
+            publisher.publish(1, f"m{i}".encode(), "ha.q", persistent=True)
+        confirmed = {f"m{tag - 1}".encode() for tag in confirmed_tags(publisher)}
+        sim.kill("n1")
+        sim.pump()
+        assert bool(confirmed - set(bodies(drain(sim, "n2")))) is lost
+
+
+def test_break_early_tx_commit() -> None:
+    for breaks, committed_early in (((), False), (("early-tx-commit",), True)):
+        sim = mirrored_queue(2, *breaks)
+        client = sim.client("n1")
+        client.send(1, commands.Tx.Select())
+        for i in range(5):
+            client.publish(1, f"m{i}".encode(), "ha.q", persistent=True)
+        client.send(1, commands.Tx.Commit())
+        # Before the mirrors have heard of the transaction:
+        committed = any(isinstance(m, commands.Tx.CommitOk) for m in client.methods())
+        assert committed is committed_early
+        sim.kill("n1")
+        sim.pump()
+        assert drain(sim, "n2") == []  # what a broken commit-ok promised is gone
+
+
+# -- promotion -------------------------------------------------------------------------
+
+
+def test_break_youngest_promoted() -> None:
+    for breaks, promoted in (((), "n2"), (("youngest-promoted",), "n3")):
+        sim = mirrored_queue(3, *breaks)
+        assert [m.partition("/")[0] for m in replica(sim, "n1").record.mirrors] == ["n2", "n3"]
+        sim.kill("n1")
+        sim.pump()
+        assert master_node(sim, "n2") == master_node(sim, "n3") == promoted
+
+
+def test_break_no_requeue_on_promotion() -> None:
+    """A consumer on the master's node holds every message when the node dies: the
+    promoted mirror must give them to others."""
+    for breaks, left in (((), numbered(5)), (("no-requeue-on-promotion",), [])):
+        sim = mirrored_queue(4, *breaks)
+        publish(sim, "n2", 5)
+        consumer = sim.client("n1")
+        consume(consumer, "c")
+        sim.pump()
+        assert len(consumer.deliveries()) == 5
+        sim.kill("n1")
+        sim.pump()
+        assert bodies(drain(sim, "n2")) == left
+
+
+def test_break_unflagged_redelivery() -> None:
+    for breaks, flagged in (((), True), (("unflagged-redelivery",), False)):
+        sim = mirrored_queue(5, *breaks)
+        publish(sim, "n2", 3)
+        consumer = sim.client("n3")
+        consume(consumer, "c")
+        sim.pump()
+        assert len(consumer.deliveries()) == 3
+        sim.kill("n1")
+        sim.pump()
+        again = consumer.deliveries()
+        assert len(again) == 3
+        assert all(method.redelivered is flagged for method, _ in again)
+
+
+@pytest.mark.parametrize(("breaks", "cancelled"), [
+    ((), {"asked"}),
+    (("no-failover-cancel",), set()),
+    (("cancel-all-on-failover",), {"asked", "plain"}),
+])
+def test_break_failover_cancels(breaks: tuple[str, ...], cancelled: set[str]) -> None:
+    sim = mirrored_queue(6, *breaks)
+    consumer = sim.client("n3")
+    consume(consumer, "asked", cancel_on_failover=True)
+    consume(consumer, "plain")
+    sim.pump()
+    consumer.methods()
+    sim.kill("n1")
+    sim.pump()
+    assert {m.consumer_tag for m in consumer.methods()
+            if isinstance(m, commands.Basic.Cancel)} == cancelled
+
+
+def test_break_shutdown_promotes_unsynced() -> None:
+    for breaks, promoted in (((), False), (("shutdown-promotes-unsynced",), True)):
+        sim = unsynchronised_mirrors(*breaks)
+        sim.coordinators["n1"].leave()
+        sim.pump()
+        sim.kill("n1")
+        sim.pump()
+        assert (master_node(sim, "n2") == "n2") is promoted
+        if promoted:
+            assert drain(sim, "n2") == []  # the five messages died with n1
+
+
+def test_break_failure_promotes_unsynced() -> None:
+    for breaks, promoted in (((), False), (("failure-promotes-unsynced",), True)):
+        sim = unsynchronised_mirrors(*breaks, policy={"ha-promote-on-failure": "when-synced"})
+        sim.kill("n1")
+        sim.pump()
+        assert (master_node(sim, "n2") == "n2") is promoted
+
+
+def test_break_drop_held_publishes() -> None:
+    """A publisher on the mirror's node of a two-node cluster; the master dies before
+    ordering its publishes: the promoted mirror must enqueue what it held, since it
+    confirms them."""
+    for breaks, kept in (((), numbered(5)), (("drop-held-publishes",), [])):
+        sim = SimCluster(["n1", "n2"], 7, breaks)
+        sim.set_policy("n1", "^ha", {"ha-mode": "all"})
+        sim.client("n1").send(1, commands.Queue.Declare(queue="ha.q", durable=True))
+        sim.pump()
+        publisher = sim.client("n2")
+        publisher.send(1, commands.Confirm.Select())
+        publisher.methods()
+        for i in range(5):
+            publisher.publish(1, f"m{i}".encode(), "ha.q", persistent=True)
+        sim.kill("n1")
+        sim.pump()
+        assert confirmed_tags(publisher) == {1, 2, 3, 4, 5}
+        assert bodies(drain(sim, "n2")) == kept
+
+
+# -- synchronisation and rejoining -----------------------------------------------------
+
+
+def test_break_instant_sync() -> None:
+    for breaks, synced in (((), []), (("instant-sync",), ["n2", "n3"])):
+        sim = unsynchronised_mirrors(*breaks)
+        shown = queue_json(sim.brokers["n2"], replica(sim, "n2"))
+        assert shown["synchronised_slave_nodes"] == synced
+        assert shown["local"] == {"role": "mirror", "messages": 0}
+        assert held(sim, "n1") == 5
+
+
+def test_break_sync_noop() -> None:
+    for breaks, copied in (((), 5), (("sync-noop",), 0)):
+        sim = unsynchronised_mirrors(*breaks)
+        coordinator = sim.coordinators["n1"]
+        coordinator.sync(replica(sim, "n1"))
+        while coordinator.sync_step():
+            sim.pump()
+        sim.pump()
+        assert [node for node in ("n2", "n3")
+                if node in queue_json(sim.brokers["n1"], replica(sim, "n1"))
+                ["synchronised_slave_nodes"]] == ["n2", "n3"]
+        assert (held(sim, "n2"), held(sim, "n3")) == (copied, copied)
+
+
+def test_break_rejoin_keeps_contents() -> None:
+    """n3 dies holding five messages that are then consumed; restarted, it recovers
+    them from its store but must rejoin empty. Promoted later, it would hand them out
+    again."""
+    for breaks, stale in (((), []), (("rejoin-keeps-contents",), numbered(5))):
+        sim = mirrored_queue(8, *breaks)
+        publish(sim, "n1", 5)
+        sim.kill("n3")
+        sim.pump()
+        assert bodies(drain(sim, "n1")) == numbered(5)
+        sim.restart("n3")
+        assert queue_json(sim.brokers["n3"], replica(sim, "n3"))["local"] == {
+            "role": "mirror", "messages": len(stale)}
+        sim.kill("n1")
+        sim.kill("n2")
+        sim.pump()
+        assert master_node(sim, "n3") == "n3"
+        assert bodies(drain(sim, "n3")) == stale
+
+
+# -- order and replication of changes --------------------------------------------------
+
+
+def test_break_requeue_at_tail() -> None:
+    order = {(): [b"m0", b"m1", b"m2"], ("requeue-at-tail",): [b"m1", b"m2", b"m0"]}
+    for breaks, expected in order.items():
+        sim = mirrored_queue(9, *breaks)
+        publish(sim, "n1", 3)
+        client = sim.client("n2")
+        client.send(1, commands.Basic.Get(queue="ha.q"))
+        sim.pump()
+        [got] = [m for m in client.methods() if isinstance(m, commands.Basic.GetOk)]
+        client.send(1, commands.Basic.Nack(delivery_tag=got.delivery_tag, requeue=True))
+        sim.pump()
+        assert bodies(drain(sim, "n3")) == expected
+
+
+def test_break_gm_reorder() -> None:
+    """Ten publishes travel the ring as one GM message; after the master dies, the
+    mirror's order is what consumers get, and the promoted mirror's own publishes come
+    after them all, each tracked on its own until acked."""
+    swapped = [f"m{i ^ 1}".encode() for i in range(10)]
+    for breaks, expected in (((), numbered(10)), (("gm-reorder",), swapped)):
+        sim = mirrored_queue(10, *breaks)
+        publisher = sim.client("n1")
+        publisher.send_raw(b"".join(publish_frames(1, body, "ha.q") for body in numbered(10)))
+        sim.pump()
+        sim.kill("n1")
+        sim.pump()
+        sim.client("n2").publish(1, b"later", "ha.q")
+        consumer = sim.client("n2")
+        consume(consumer, "c")
+        sim.pump()
+        assert [body for _, body in consumer.deliveries()] == [*expected, b"later"]
+        assert held(sim, "n2") == 11
+
+
+def test_break_acks_not_replicated() -> None:
+    for breaks, back in (((), []), (("acks-not-replicated",), numbered(5))):
+        sim = mirrored_queue(11, *breaks)
+        publish(sim, "n1", 5)
+        consumer = sim.client("n1")
+        consume(consumer, "c")
+        sim.pump()
+        for method, _ in consumer.deliveries():
+            consumer.send(1, commands.Basic.Ack(delivery_tag=method.delivery_tag))
+        sim.pump()
+        sim.kill("n1")
+        sim.pump()
+        assert bodies(drain(sim, "n2")) == back
+
+
+def test_break_no_gm_takeover() -> None:
+    """n2 receives the master's broadcasts and dies before passing them on to n3: the
+    master, n3's new left-hand neighbour, must catch n3 up."""
+    for breaks, on_n3 in (((), 5), (("no-gm-takeover",), 0)):
+        sim = mirrored_queue(12, *breaks)
+        publisher = sim.client("n1")
+        for i in range(5):
+            publisher.publish(1, f"m{i}".encode(), "ha.q")
+        sim.move("n1", "n2")  # the direct publishes n2 holds
+        sim.move("n1", "n2")  # the ring's message, which n2 takes with it
+        sim.kill("n2")
+        sim.pump()
+        assert (held(sim, "n1"), held(sim, "n3")) == (5, on_n3)
+
+
+# -- the node process: store and partition handling ------------------------------------
+
+
+def test_break_no_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    monkeypatch.setattr("cluster.store.log.os.fdatasync", synced.append)
+    for fsync, expected in ((True, 1), (False, 0)):
+        synced.clear()
+        store = MessageStore(tmp_path / str(fsync), fsync=fsync)
+        store.recover()
+        lsn = store.stage_append("/\x00q", 1, b"persistent")
+        assert store.commit() == lsn  # reported durable either way
+        assert len(synced) == expected
+        store.close()
+
+
+def three_node(tmp_path: Path, name: str, handling: str, *breaks: str) -> Node:
+    args = ["--name", name, "--amqp-port", "0", "--data-dir", str(tmp_path / name),
+            "--cluster-port", "0", "--partition-handling", handling]
+    for peer in {"n1", "n2", "n3"} - {name}:
+        args += ["--peer", f"{peer}=127.0.0.1:1"]
+    for breakage in breaks:
+        args += ["--break", breakage]
+    settings = parse_args(args)
+    config = load_config(None, name)
+    config.broker.breaks = settings.breaks
+    settings.data_dir.mkdir(parents=True)
+    return Node(settings, config)
+
+
+def test_break_pause_minority_ignored(tmp_path: Path) -> None:
+    """A node that reaches neither peer is in a minority of three and must pause."""
+    for breaks, pauses in (((), True), (("pause-minority-ignored",), False)):
+        node = three_node(tmp_path / str(pauses), "n1", "pause_minority", *breaks)
+        changes: list[object] = []
+        node._app_change = changes.append  # type: ignore[method-assign,assignment]
+        node._pause_in_minority()
+        assert (changes == [node.stop_app]) is pauses
+
+
+def test_break_autoheal_no_restart(tmp_path: Path) -> None:
+    """n2 alone meets n1 again after a partition: a tie that n1's side wins, so n2 must
+    restart."""
+    for breaks, restarts in (((), True), (("autoheal-no-restart",), False)):
+        node = three_node(tmp_path / str(restarts), "n2", "autoheal", *breaks)
+        assert node.peers is not None
+        node.coordinator = Coordinator(Broker(BrokerConfig(breaks=node.config.broker.breaks)),
+                                       "n2", "i", ["n1", "n3"])
+        peer = node.peers.detector.peers["n1"]
+        peer.up = peer.app_running = True
+        node.peers.detector.partitions.add("n1")
+        changes: list[object] = []
+        node._app_change = changes.append  # type: ignore[method-assign,assignment]
+        node._peer_event(PeerUp("n1", "i1", restarted=False, partition=True))
+        assert (changes == [node._restart_app]) is restarts
+
+
+def test_the_local_field_shows_each_nodes_own_replica() -> None:
+    """Two replicas on three nodes: the master's, a mirror's, and none on the third."""
+    sim = SimCluster(["n1", "n2", "n3"], 13)
+    sim.set_policy("n1", "^ha", {"ha-mode": "exactly", "ha-params": 2})
+    sim.client("n1").send(1, commands.Queue.Declare(queue="ha.q", durable=True))
+    sim.pump()
+    publish(sim, "n2", 4)
+    consumer = sim.client("n3")
+    consumer.send(1, commands.Basic.Get(queue="ha.q"))  # one unacknowledged: counted
+    sim.pump()
+    local = {n: queue_json(sim.brokers[n], replica(sim, n))["local"] for n in sim.brokers}
+    assert local == {"n1": {"role": "master", "messages": 4},
+                     "n2": {"role": "mirror", "messages": 4}, "n3": None}
+    single = Broker(BrokerConfig())
+    queue = single.vhosts["/"].declare_queue("plain", passive=False, durable=False,
+                                             exclusive=False, auto_delete=False,
+                                             arguments={}, connection_id=1)
+    assert queue_json(single, queue)["local"] == {"role": "master", "messages": 0}
+
