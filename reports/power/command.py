@@ -41,7 +41,8 @@ def add_power(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="root seed, repeatable (default: " + ", ".join(map(str, CI_SEEDS)) + ")")
     p.add_argument("--bug", action="append", dest="bugs", metavar="NAME",
                    choices=sorted(CATALOGUE),
-                   help="planted bug, repeatable (default: every one the campaign can expose)")
+                   help="planted bug, repeatable (default: every one a fault on one machine can "
+                   "expose; docs/planted-bugs.md)")
     p.add_argument("--no-bugs", action="store_true",
                    help="the correct broker only (the CI campaign's own check)")
     p.add_argument("--no-correct", action="store_true", help="skip the correct broker")
@@ -66,7 +67,7 @@ def power_command(args: argparse.Namespace) -> int:
     if args.no_bugs and args.no_correct:
         err.print("mirrorchaos power: --no-bugs and --no-correct leave nothing to run")
         return EXIT_BAD_INPUT
-    names = [] if args.no_bugs else (args.bugs or [n for n, b in CATALOGUE.items() if b.exposed])
+    names = [] if args.no_bugs else (args.bugs or [n for n, b in CATALOGUE.items() if b.exposable])
     bugs = {name: CATALOGUE[name].violations for name in names}
     for name in ("aiormq", "aio_pika"):  # the history records every dropped connection
         logging.getLogger(name).setLevel(logging.CRITICAL)
