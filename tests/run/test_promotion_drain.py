@@ -2,7 +2,11 @@
 run: requeuers, cancel consumers and a backlog queue, a fault sequence that black-holes
 the master, kills it half a second later and heals, a sync, and the drain by promotion
 with the nodes' reports of their queues before it and at the end. On the correct broker
-the record is complete and the verdict valid."""
+the record is complete and the verdict valid; on nodes that confirm before their mirrors
+have a message, the messages confirmed during the black-hole are lost.
+
+The backlog queue comes first, so ``master`` is its master: what that master confirmed
+is still queued when it dies, not already consumed."""
 
 from __future__ import annotations
 
@@ -17,13 +21,13 @@ SCENARIO = """\
 name = "promotion-drain"
 nodes = 3
 [workload]
-queues = ["q1", "b1"]
+queues = ["b1", "q1"]
 backlog_queues = ["b1"]
 publishers = 2
 consumers = 1
 requeuers = 1
 cancel_consumers = 1
-rate = 40
+rate = 60
 [phases]
 warmup = 1.0
 faults = 4.0
@@ -56,15 +60,19 @@ def faults(lines: list[dict[str, Any]], kind: str) -> dict[str, list[dict[str, A
     return out
 
 
-def test_a_run_with_requeues_a_backlog_and_a_drain_by_promotion(tmp_path: Path) -> None:
+def run(tmp_path: Path, text: str) -> tuple[int, dict[str, Any], Path]:
     scenario = tmp_path / "promotion.toml"
-    scenario.write_text(SCENARIO)
+    scenario.write_text(text)
     store = tmp_path / "store"
     done = mirrorchaos("run", str(scenario), "--seed", "11", "--store", str(store), timeout=150)
     run_dir = (store / "latest").resolve()
     results = json.loads((run_dir / "results.json").read_text())
-    assert done.returncode == 0, (done.stdout + done.stderr, results.get("harness_error"))
-    assert results["valid"] is True
+    return done.returncode, results, run_dir
+
+
+def test_a_run_with_requeues_a_backlog_and_a_drain_by_promotion(tmp_path: Path) -> None:
+    code, results, run_dir = run(tmp_path, SCENARIO)
+    assert code == 0 and results["valid"] is True, results
     lines = events(run_dir)
 
     # the workload's new clients
@@ -85,10 +93,10 @@ def test_a_run_with_requeues_a_backlog_and_a_drain_by_promotion(tmp_path: Path) 
     assert kills[0][0]["targets"] == partition[1]["targets"]
     assert [e["op"] + " " + e["type"] for e in kills[0]][-1] == "fault-end ok"
 
-    # syncs: the sequence's (q1 by default), then one per mirrored queue before the drain
+    # syncs: the sequence's (the first queue by default), then one per mirrored queue
     syncs = [(f[0]["queue"], f[-1]["op"], f[-1]["type"]) for f in faults(lines, "sync").values()]
-    assert syncs == [("q1", "fault-end", "ok"), ("q1", "fault-end", "ok"),
-                     ("b1", "fault-end", "ok")]
+    assert syncs == [("b1", "fault-end", "ok"), ("b1", "fault-end", "ok"),
+                     ("q1", "fault-end", "ok")]
 
     # the drain by promotion: gets while the second kill is in force, after the reports
     states = [e for e in lines if e["op"] == "cluster-state"]
@@ -109,3 +117,10 @@ def test_a_run_with_requeues_a_backlog_and_a_drain_by_promotion(tmp_path: Path) 
     assert any(e["queue"] == "b1" and "msg" in e for e in gets)  # the backlog, promoted
     assert promotion[1]["targets"][0] not in {e["node"] for e in gets}
     assert min(e["time"] for e in end) > back_at
+
+
+def test_confirms_before_the_mirrors_have_the_message_are_caught(tmp_path: Path) -> None:
+    code, results, _ = run(tmp_path, 'node_args = ["--break", "early-confirm"]\n' + SCENARIO)
+    assert code == 1 and results["valid"] is False
+    assert "lost" in {v["kind"] for v in results["violations"]}
+    assert results["counts"]["lost"] > 0
