@@ -54,6 +54,10 @@ SETTLE_SECONDS = 1.0  # consumers keep going this long after the last publish
 # the killed node seen running again by the others.
 PROMOTION_SECONDS = 30.0
 REJOIN_SECONDS = 30.0
+# The drain by promotion keeps each connection open this long after its last ack: a
+# message delivered again after an ack whose connection stayed up is resurrected, while
+# an ack on a connection that closed at once may have been lost with it.
+ACK_GRACE_SECONDS = 2.5
 
 
 class HarnessError(RuntimeError):
@@ -309,7 +313,7 @@ class ScenarioRun:
         candidates = {q: await asyncio.to_thread(self._drain_nodes, q)
                       for q in self.scenario.workload.queues}
         await drain(self.scenario.workload, recorder, candidates, address,
-                    self.scenario.phases.drain_timeout)
+                    self.scenario.phases.drain_timeout, linger=ACK_GRACE_SECONDS)
         started = await asyncio.to_thread(nemesis.invoke, Op("start", {"nodes": [victim]}))
         if started.type != "ok":
             self.problems.append(f"promotion_drain: {victim} did not start again: "

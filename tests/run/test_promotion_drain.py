@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.run.orchestrate import ACK_GRACE_SECONDS
 from tests.run.test_run import events, mirrorchaos
 
 NODES = ["n1", "n2", "n3"]
@@ -116,6 +117,12 @@ def test_a_run_with_requeues_a_backlog_and_a_drain_by_promotion(tmp_path: Path) 
             and e["type"] == "ok" and killed_at < e["time"] < back_at]
     assert any(e["queue"] == "b1" and "msg" in e for e in gets)  # the backlog, promoted
     assert promotion[1]["targets"][0] not in {e["node"] for e in gets}
+    # each drainer stayed connected after its last ack, so the broker had every ack
+    acked = max(e["time"] for e in lines if e["process"] == "drain" and e["op"] == "ack"
+                and e["queue"] == "b1" and killed_at < e["time"] < back_at)
+    closed = min(e["time"] for e in lines if e["process"] == "drain"
+                 and e["op"] == "disconnect" and e["time"] > acked)
+    assert closed - acked >= ACK_GRACE_SECONDS
     assert min(e["time"] for e in end) > back_at
 
 
