@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.checker import check
+from harness.ha_cases import NodeAccess, declare_mirrored
 from harness.history import HistoryWriter, read_history
 from harness.process_node import NodeProcess
 from harness.workload import Recorder, Workload, WorkloadSpec, drain
 from harness.workload.clients import Address
+from tests.faults.cluster_support import running_cluster
 
 NODE = "n1"
 
@@ -144,3 +146,31 @@ async def test_requeuers_cancel_consumers_and_a_backlog_queue(node: NodeProcess,
     assert backlog == {"drain"}
     result = check(read_history(tmp_path / "history.jsonl"))
     assert result.valid is True, (result.error, result.violations)
+
+
+async def test_only_cancel_consumers_hear_of_a_failover(tmp_path: Path) -> None:
+    """x1 asked for x-cancel-on-ha-failover, c1 did not: when the master dies under
+    them (both on a mirror's node), the broker cancels x1 alone, and x1 consumes again."""
+    with running_cluster(tmp_path / "nodes") as cluster:
+        nodes = {name: NodeAccess(f"amqp://guest:guest@{n.host}:{n.amqp_port}/%2F",
+                                  n.mgmt_url) for name, n in cluster.nodes.items()}
+        await asyncio.to_thread(declare_mirrored, nodes, "n1", "ha.q")
+
+        async def on_n2(client_id: str, name: str) -> tuple[str, int]:
+            return cluster.nodes["n2"].host, cluster.nodes["n2"].amqp_port
+
+        spec = WorkloadSpec(queues=("ha.q",), publishers=1, consumers=1, cancel_consumers=1,
+                            rate=50)
+        with writer(tmp_path, spec) as history:
+            workload = Workload(spec, Recorder(history), cluster.names, {"ha.q": "n2"}, on_n2)
+            workload.start()
+            await asyncio.sleep(1.0)
+            await asyncio.to_thread(cluster.control.kill, "n1")
+            await asyncio.sleep(3.0)
+            await workload.stop_publishing()
+            await workload.stop()
+    events = lines(tmp_path / "history.jsonl")
+    cancelled = {e["process"] for e in events if e["op"] == "cancel" and e["type"] == "info"}
+    assert cancelled == {"x1"}
+    consumes = [e["process"] for e in events if e["op"] == "consume" and e["type"] == "ok"]
+    assert consumes.count("x1") == 2 and consumes.count("c1") == 1
