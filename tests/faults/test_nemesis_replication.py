@@ -1,7 +1,7 @@
 """Faults aimed at a queue's replication, as a run records them, seen on real nodes:
-a ``sync`` fault that ends only once every mirror is synchronised, and latency on the
-node links from the master (``links: "master-out"``) that slows what the master
-replicates."""
+a ``sync`` fault that ends only once every mirror is synchronised, and latency or a
+black-hole on the node links from the master (``links: "master-out"``) that slows or
+holds what the master replicates."""
 
 from __future__ import annotations
 
@@ -20,12 +20,13 @@ from harness.checker import check
 from harness.ha_cases import (
     NodeAccess,
     declare_mirrored,
+    queue_info,
     synchronised_mirrors,
     unsynchronised_mirrors,
 )
 from harness.history import HistoryWriter, read_history
 from harness.run.faults import ActiveFaults, RecordedNemesis
-from tests.faults.cluster_support import LiveCluster, running_cluster
+from tests.faults.cluster_support import LiveCluster, running_cluster, wait_until
 
 
 @pytest.fixture
@@ -115,3 +116,37 @@ def test_latency_on_the_links_from_the_master_delays_its_replication(
         assert confirm_seconds(nodes["n1"], "ha.rep") < 0.2
     start = next(e for e in fault_lines(path) if e["op"] == "fault-start" and e["type"] == "ok")
     assert start["fault"] == "latency" and start["links"] == ["link:n1->n2", "link:n1->n3"]
+
+
+def copies(nodes: dict[str, NodeAccess], queue: str) -> dict[str, int]:
+    """How many messages each node's replica of ``queue`` holds, as it reports."""
+    return {name: int(str(queue_info(node, queue)["messages"]))
+            for name, node in nodes.items()}
+
+
+def publish_one(node: NodeAccess, queue: str, body: bytes) -> None:
+    """One message without confirms; the close makes sure the node has read it."""
+    connection = pika.BlockingConnection(pika.URLParameters(node.amqp_url))
+    connection.channel().basic_publish("", queue, body)
+    connection.close()
+
+
+def test_a_black_hole_on_the_links_from_the_master_holds_its_replication(
+        cluster: LiveCluster, tmp_path: Path) -> None:
+    nodes = access(cluster)
+    declare_mirrored(nodes, "n1", "ha.hole")
+    publish_one(nodes["n1"], "ha.hole", b"replicated")
+    wait_until(lambda: copies(nodes, "ha.hole") == {"n1": 1, "n2": 1, "n3": 1},
+               "the first message on every replica")
+    path = tmp_path / "history.jsonl"
+    with history(cluster, path) as writer:
+        nemesis = recorded(cluster, LinkNemesis(cluster.client, cluster.topology), writer)
+        done = nemesis.invoke(Op("degrade", {"toxic": "timeout", "links": "master-out",
+                                             "stream": "upstream"}))
+        assert done.type == "ok" and done.value["attributes"] == {"timeout": 0}
+        publish_one(nodes["n1"], "ha.hole", b"held")
+        time.sleep(0.3)  # ample for a copy to reach the mirrors, were it sent
+        # the master has it; what it sends its mirrors is held
+        assert copies(nodes, "ha.hole") == {"n1": 2, "n2": 1, "n3": 1}
+        assert nemesis.invoke(Op("heal")).type == "ok"
+    cluster.wait_formed()
