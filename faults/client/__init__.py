@@ -12,6 +12,7 @@ from .errors import (
     ToxiproxyRequestError,
     ToxiproxyServerError,
     ToxiproxyUnavailable,
+    UpstreamDown,
 )
 from .heal import HealOutcome, HealVerifier, ProxySpec
 from .probes import Probe, RefusalProbe, ReplyProbe, split_address
@@ -36,6 +37,7 @@ __all__ = [
     "ToxiproxyServerError",
     "ToxiproxyStartError",
     "ToxiproxyUnavailable",
+    "UpstreamDown",
     "find_toxiproxy",
     "split_address",
 ]

@@ -57,3 +57,8 @@ class HealError(Exception):
         super().__init__(f"heal of proxy {proxy!r} not verified: {reason}")
         self.proxy = proxy
         self.reason = reason
+
+
+class UpstreamDown(HealError):
+    """The fault was undone, but the proxy's upstream does not answer when dialled
+    directly, so nothing can show that bytes flow again (its node is down)."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .api import ProxyInfo, ToxiproxyClient
-from .errors import HealError, NotFound, ToxiproxyError, ToxiproxyUnavailable
+from .errors import HealError, NotFound, ToxiproxyError, ToxiproxyUnavailable, UpstreamDown
 from .probes import Probe
 
 HealMethod = Literal["direct", "recreate", "reset"]
@@ -55,19 +55,11 @@ class HealVerifier:
 
     def heal(self, spec: ProxySpec, *, toxics: Collection[str] = (),
              enable: bool = False) -> HealOutcome:
-        """Remove ``toxics`` from the proxy (and enable it if ``enable``), verified."""
+        """Remove ``toxics`` from the proxy (and enable it if ``enable``), verified;
+        `UpstreamDown` when the upstream does not answer."""
         failures: list[str] = []
-
-        def undo() -> None:
-            for name in toxics:
-                # Already gone (or the proxy is): the check decides what that means.
-                with contextlib.suppress(NotFound):
-                    self.client.remove_toxic(spec.name, name)
-            if enable:
-                self.client.enable(spec.name)
-
         steps: list[tuple[HealMethod, Callable[[], None]]] = [
-            ("direct", undo),
+            ("direct", lambda: self.undo(spec, toxics=toxics, enable=enable)),
             ("recreate", lambda: self._recreate(spec, toxics)),
             ("reset", self.client.reset),
         ]
@@ -82,11 +74,21 @@ class HealVerifier:
             try:
                 problem = self._check(spec, toxics)
             except _UpstreamDown as exc:
-                raise HealError(spec.name, "; ".join([*failures, str(exc)])) from None
+                raise UpstreamDown(spec.name, "; ".join([*failures, str(exc)])) from None
             if problem is None:
                 return HealOutcome(spec.name, method, tuple(failures))
             failures.append(f"{method}: {problem}")
         raise HealError(spec.name, "; ".join(failures))
+
+    def undo(self, spec: ProxySpec, *, toxics: Collection[str] = (),
+             enable: bool = False) -> None:
+        """Remove ``toxics`` (and enable the proxy if ``enable``), unverified."""
+        for name in toxics:
+            # Already gone (or the proxy is): the check decides what that means.
+            with contextlib.suppress(NotFound):
+                self.client.remove_toxic(spec.name, name)
+        if enable:
+            self.client.enable(spec.name)
 
     def _recreate(self, spec: ProxySpec, healed: Collection[str]) -> None:
         """Delete and create the proxy at its address, re-adding the toxics that other

@@ -5,9 +5,10 @@
 policy as it was, and ``heal`` puts it back (or deletes it, if it did not exist), then
 reads it back to confirm.
 
-`QueueAdminNemesis`: ``sync-queue`` and ``cancel-sync`` of a mirrored queue, and
-``forget-node`` (``forget_cluster_node`` of a stopped node). None of them leaves
-anything to undo: a forgotten node that starts again rejoins with empty mirrors.
+`QueueAdminNemesis`: ``sync-queue`` (done when every mirror is listed synchronised)
+and ``cancel-sync`` of a mirrored queue, and ``forget-node`` (``forget_cluster_node`` of
+a stopped node). None of them leaves anything to undo: a forgotten node that starts
+again rejoins with empty mirrors.
 
 ``node`` in an op's value names the node to ask; without it one is drawn.
 """
@@ -15,8 +16,10 @@ anything to undo: a forgotten node that starts again rejoins with empty mirrors.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
 from faults.management import Management, ManagementError
 
@@ -103,11 +106,19 @@ def _policy_body(policy: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 class QueueAdminNemesis:
+    """``sync-queue`` completes when the node asked lists every mirror of the queue
+    synchronised (``ok``), or after ``sync_timeout`` seconds without (``info``: the
+    sync started and may still be going). Without a ``node``, the drawn node is asked
+    first and the others in turn while they do not answer (a node may be down)."""
+
     fs = frozenset({"sync-queue", "cancel-sync", "forget-node", HEAL})
 
-    def __init__(self, endpoints: Mapping[str, Management], rng: random.Random) -> None:
+    def __init__(self, endpoints: Mapping[str, Management], rng: random.Random, *,
+                 sync_timeout: float = 30.0, poll: float = 0.1) -> None:
         self.endpoints = dict(endpoints)
         self.rng = rng
+        self.sync_timeout = sync_timeout
+        self.poll = poll
 
     def setup(self) -> None:
         return None
@@ -116,30 +127,62 @@ class QueueAdminNemesis:
         require(op, self.fs)
         if op.f == HEAL:
             return op.ok({})
+        target = option(op, "target")
         if op.f == "forget-node":
-            target = option(op, "target")
             if target not in self.endpoints:
                 raise InvalidOp(f"forget-node needs a known target node; nodes: "
                                 f"{sorted(self.endpoints)}")
             askers = sorted(n for n in self.endpoints if n != target)
         else:
             askers = sorted(self.endpoints)
-        node = option(op, "node") or self.rng.choice(askers)
-        if node not in askers:
+        node = option(op, "node")
+        if node is not None and node not in askers:
             raise InvalidOp(f"node {node!r} cannot do {op.f}; choose from {askers}")
+        vhost, name = option(op, "vhost", "/"), option(op, "queue")
+        if op.f != "forget-node" and (not isinstance(name, str) or not name):
+            raise InvalidOp(f"{op.f} needs the queue's name")
+        if node is None:
+            drawn = self.rng.choice(askers)
+            candidates = [drawn, *(n for n in askers if n != drawn)]
+        else:
+            candidates = [node]
+        error = ""
+        for node in candidates:
+            try:
+                if op.f == "forget-node":
+                    self.endpoints[node].forget_node(node, target)
+                    return op.ok({"node": node, "target": target})
+                return self._queue_action(op, node, vhost, name)
+            except ManagementError as exc:
+                error = str(exc)
+                if exc.status is not None:
+                    break  # the node answered no: asking another would not change that
+        return op.fail(error, {"node": node})
+
+    def _queue_action(self, op: Op, node: str, vhost: str, name: str) -> Op:
         management = self.endpoints[node]
-        try:
-            if op.f == "forget-node":
-                management.forget_node(node, target)
-                return op.ok({"node": node, "target": target})
-            vhost, name = option(op, "vhost", "/"), option(op, "queue")
-            if not isinstance(name, str) or not name:
-                raise InvalidOp(f"{op.f} needs the queue's name")
-            management.queue_action(vhost, name, "sync" if op.f == "sync-queue"
-                                    else "cancel_sync")
-        except ManagementError as exc:
-            return op.fail(str(exc), {"node": node})
-        return op.ok({"node": node, "vhost": vhost, "queue": name})
+        value = {"node": node, "vhost": vhost, "queue": name}
+        if op.f == "cancel-sync":
+            management.queue_action(vhost, name, "cancel_sync")
+            return op.ok(value)
+        management.queue_action(vhost, name, "sync")
+        deadline = time.monotonic() + self.sync_timeout
+        while True:
+            try:
+                info = management.call("GET", f"/api/queues/{quote(vhost, safe='')}/"
+                                              f"{quote(name, safe='')}")
+            except ManagementError:
+                info = None  # no answer this time: ask again until the deadline
+            if not isinstance(info, dict):
+                info = {}
+            mirrors = info.get("slave_nodes") or []
+            synced = info.get("synchronised_slave_nodes") or []
+            if "node" in info and set(mirrors) <= set(synced):
+                return op.ok({**value, "synchronised": list(synced)})
+            if time.monotonic() >= deadline:
+                return op.info(f"sync started, but {sorted(set(mirrors) - set(synced))} not "
+                               f"listed synchronised within {self.sync_timeout:g}s", value)
+            time.sleep(self.poll)
 
     def teardown(self) -> None:
         return None

@@ -11,7 +11,7 @@ from faults.process import ProcessControl
 from faults.topology import Topology
 from faults.toxiproxy.rng import stream
 
-from .admin import PolicyNemesis
+from .admin import PolicyNemesis, QueueAdminNemesis
 from .core import Compose, Nemesis
 from .links import LinkNemesis
 from .partition import PartitionNemesis
@@ -24,19 +24,21 @@ def combined_nemesis(seed: int, *, control: ProcessControl | None = None,
                      topology: Topology | None = None, verifier: HealVerifier | None = None,
                      management: Mapping[str, Management] | None = None) -> Compose:
     """The parts the given pieces allow: process faults with ``control``, link faults
-    and partitions with ``client`` and ``topology``, policy faults with
-    ``management``. Heal order: processes, policies, link degradation, partitions,
-    so that links are verified healed to nodes that are running again."""
+    and partitions with ``client`` and ``topology``, policy faults and queue admin
+    (sync, forget) with ``management``. Heal order: link degradation and partitions
+    (undone first, so a node that starts again can hear its peers), processes,
+    policies; a link to a node that was down is verified by `Compose`'s second go."""
     parts: list[Nemesis] = []
-    if control is not None:
-        parts.append(ProcessNemesis(control, stream(seed, "nemesis", "process"), view=view))
-    if management is not None:
-        parts.append(PolicyNemesis(management, stream(seed, "nemesis", "admin")))
     if client is not None and topology is not None:
         verifier = verifier or HealVerifier(client)
         parts.append(LinkNemesis(client, topology, verifier=verifier))
         parts.append(PartitionNemesis(client, topology, stream(seed, "nemesis", "partition"),
                                       verifier=verifier))
+    if control is not None:
+        parts.append(ProcessNemesis(control, stream(seed, "nemesis", "process"), view=view))
+    if management is not None:
+        parts.append(PolicyNemesis(management, stream(seed, "nemesis", "admin")))
+        parts.append(QueueAdminNemesis(management, stream(seed, "nemesis", "queue-admin")))
     if not parts:
         raise ValueError("a combined nemesis needs process control, toxiproxy and a "
                          "topology, or management endpoints")

@@ -93,8 +93,11 @@ def option(op: Op, key: str, default: Any = None) -> Any:
 
 class Compose:
     """Several nemeses as one: each op goes to the one that handles its ``f``;
-    ``heal``, ``setup`` and ``teardown`` go to all of them in the given order (put
-    process faults first: links can only be verified healed to running nodes)."""
+    ``heal``, ``setup`` and ``teardown`` go to all of them in the given order. One
+    part's heal may need another's first: a node cannot rejoin through links that
+    are still cut, and a link cannot be verified healed to a node that is down. So
+    link faults go first (they are undone before being verified), and a part whose
+    heal did not come out ``ok`` gets a second go once every other part has healed."""
 
     def __init__(self, nemeses: Sequence[Nemesis]) -> None:
         self.nemeses = list(nemeses)
@@ -114,7 +117,10 @@ class Compose:
         require(op, self.fs)
         if op.f != HEAL:
             return self._routes[op.f].invoke(op)
-        return _merge(op, [nemesis.invoke(op) for nemesis in self.nemeses])
+        results = [nemesis.invoke(op) for nemesis in self.nemeses]
+        results = [result if result.type == "ok" else nemesis.invoke(op)
+                   for nemesis, result in zip(self.nemeses, results, strict=True)]
+        return _merge(op, results)
 
     def teardown(self) -> None:
         failures: list[Exception] = []

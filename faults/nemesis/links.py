@@ -1,5 +1,6 @@
-"""Link degradation: latency with jitter, bandwidth, slicer, reset_peer and
-limit_data toxics on node links and client links.
+"""Link degradation: latency with jitter, bandwidth, slicer, reset_peer, limit_data
+and timeout (a black-hole: ``timeout`` 0 holds every byte) toxics on node links and
+client links.
 
 An op names the toxic, the links (names, or ``"nodes"``/``"clients"``/``"all"``),
 the stream (``upstream``, ``downstream`` or ``both``), attributes (defaults below)
@@ -24,6 +25,7 @@ DEFAULTS: dict[str, dict[str, int]] = {
     "slicer": {"average_size": 64, "size_variation": 32, "delay": 1000},  # bytes, µs
     "reset_peer": {"timeout": 0},  # ms
     "limit_data": {"bytes": 4096},
+    "timeout": {"timeout": 0},  # ms; 0: the bytes are held until the toxic goes
 }
 STREAMS = {"upstream": ("upstream",), "downstream": ("downstream",),
            "both": ("upstream", "downstream")}

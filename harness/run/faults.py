@@ -1,6 +1,7 @@
-"""The run's nemesis as the history sees it: ops aimed at ``master``/``mirror`` are
-resolved when invoked, and every fault is written as ``fault-start``/``fault-end``
-lines (docs/history-format.md) around the nemesis's own work."""
+"""The run's nemesis as the history sees it: ops aimed at ``master``/``mirror`` (and
+degrade ``links`` ``master-out``) are resolved when invoked, and every fault is written
+as ``fault-start``/``fault-end`` lines (docs/history-format.md) around the nemesis's own
+work."""
 
 from __future__ import annotations
 
@@ -12,16 +13,16 @@ from typing import Any
 from faults.nemesis import HEAL, Nemesis, Op
 from faults.topology import Topology
 from harness.history import HistoryWriter
-from harness.scenarios.nemesis import SYMBOLIC
+from harness.scenarios.nemesis import MASTER_OUT, SYMBOLIC
 
 # nemesis op -> the fault kind the checker knows it by (a degrade is named by its toxic)
 _KINDS = {"kill": "kill", "stop": "stop", "pause": "pause", "restart": "restart",
           "rolling-restart": "restart", "partition": "partition", "set-policy": "policy",
-          "clear-policy": "policy"}
+          "clear-policy": "policy", "sync-queue": "sync"}
 # ops that undo earlier faults rather than start one
 _ENDING = {"resume": {"pause"}, "start": {"kill", "stop"}}
-# ops whose fault is over when the op returns (the node is back)
-_SELF_ENDING = {"restart", "rolling-restart"}
+# ops whose fault is over when the op returns (the node is back, the sync is complete)
+_SELF_ENDING = {"restart", "rolling-restart", "sync-queue"}
 
 Locate = Callable[[str], str]  # "master" | "mirror" -> the node it names now
 
@@ -84,7 +85,8 @@ class RecordedNemesis:
 
     def _resolve(self, op: Op) -> Op:
         """``master``/``mirror`` in ``nodes``, ``node``, ``from`` and ``to`` become the
-        node they name now."""
+        node they name now; degrade ``links`` ``master-out``, the node links from the
+        master now (what carries its replication to the mirrors)."""
         if not isinstance(op.value, dict):
             return op
         value = dict(op.value)
@@ -92,6 +94,10 @@ class RecordedNemesis:
             if value.get(key) in SYMBOLIC:
                 node = self.locate(value[key])
                 value[key] = [node] if key == "nodes" else node
+        if op.f == "degrade" and value.get("links") == MASTER_OUT:
+            master = self.locate("master")
+            value["links"] = [self.topology.node_link(master, node).name
+                              for node in self.nodes if node != master]
         return replace(op, value=value)
 
     def _kind(self, op: Op) -> str:
@@ -129,6 +135,8 @@ class RecordedNemesis:
             return {"definition": {}}
         if op.f == "degrade":
             return {k: value[k] for k in ("links", "stream", "attributes") if k in value}
+        if op.f == "sync-queue":
+            return {"queue": value.get("queue")}
         return {}
 
     # -- ends ------------------------------------------------------------------------

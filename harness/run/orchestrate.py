@@ -1,7 +1,9 @@
 """One run of a scenario (SPEC §4.2, §4.4): start the cluster through a runtime, set the
 policy, declare the queues, run the workload through warm-up, fault phase (the nemesis
-schedule, ending in its guaranteed heal) and recovery, drain every queue, collect the
-nodes' logs and events, and check the history.
+schedule, ending in its guaranteed heal) and recovery, optionally drain by promotion
+(sync, kill the master, drain from the promoted mirror, restart), drain every queue,
+record what every node reports of its queues, collect the nodes' logs and events, and
+check the history.
 
 The history is opened before anything starts and flushed line by line, so a run that
 fails half-way still leaves it, and a ``results.json`` saying what was found (at best
@@ -25,20 +27,37 @@ from urllib.parse import quote
 import aio_pika
 
 from faults.management import Management, ManagementError
-from faults.nemesis import ManagementView, Record, UnhealedError, combined_nemesis, run_schedule
+from faults.nemesis import (
+    ManagementView,
+    Op,
+    Record,
+    UnhealedError,
+    combined_nemesis,
+    run_schedule,
+)
+from faults.nemesis.view import wait_seen
 from faults.process import ProcessState
 from faults.toxiproxy.rng import derive, fresh_seed
 from harness.checker import check_command
 from harness.history import HistoryWriter
+from harness.run.cluster_state import record_cluster_state
 from harness.run.faults import ActiveFaults, RecordedNemesis
 from harness.run.store import new_run_dir, write_json
 from harness.runtime import Cluster, ClusterSpec, Runtime
 from harness.scenarios import POLICY_NAME, Scenario, plan_steps, queue_pattern
 from harness.workload import Recorder, Workload, drain
-from harness.workload.clients import amqp_url
+from harness.workload.clients import Address, amqp_url
 
 EXIT_HARNESS_FAILURE = 255
 SETTLE_SECONDS = 1.0  # consumers keep going this long after the last publish
+# Bounds of the drain by promotion's waits: a surviving node naming a new master, and
+# the killed node seen running again by the others.
+PROMOTION_SECONDS = 30.0
+REJOIN_SECONDS = 30.0
+# The drain by promotion keeps each connection open this long after its last ack: a
+# message delivered again after an ack whose connection stayed up is resurrected, while
+# an ack on a connection that closed at once may have been lost with it.
+ACK_GRACE_SECONDS = 2.5
 
 
 class HarnessError(RuntimeError):
@@ -170,6 +189,7 @@ class ScenarioRun:
         self.status = RunStatus(scenario.name, seed, run_dir)
         self.stop = threading.Event()
         self.cluster: Cluster | None = None
+        self.management: dict[str, Management] = {}
         self.problems: list[str] = []  # failures the run carried on after
 
     # -- the whole run ---------------------------------------------------------------
@@ -215,7 +235,8 @@ class ScenarioRun:
         steps = plan_steps(s, seeds["nemesis"], [link.name for link in
                                                  cluster.topology.node_links],
                            [link.name for link in cluster.topology.client_links])
-        management = {n: Management(cluster.mgmt_url(n)) for n in s.node_names}
+        management = self.management = {n: Management(cluster.mgmt_url(n))
+                                         for n in s.node_names}
         inner = combined_nemesis(seeds["nemesis"], control=cluster.process_control(),
                                  view=ManagementView(management), client=cluster.toxiproxy,
                                  topology=cluster.topology, management=management)
@@ -248,15 +269,73 @@ class ScenarioRun:
         finally:
             self.stop.set()  # the schedule, if still running, heals and returns
             await workload.stop()
-        self.status.enter("drain", phases.drain_timeout)
 
         async def direct(client_id: str, node: str) -> tuple[str, int]:
             return cluster.amqp_address(node)
 
-        candidates = {q: await asyncio.to_thread(self._drain_nodes, cluster, q)
+        if phases.promotion_drain:
+            self.status.enter("drain by promotion")
+            await self._promotion_drain(recorder, nemesis, direct)
+        self.status.enter("drain", phases.drain_timeout)
+        candidates = {q: await asyncio.to_thread(self._drain_nodes, q)
                       for q in s.workload.queues}
         # A queue left undrained is recorded as such: the checker's verdict is unknown.
         await drain(s.workload, recorder, candidates, direct, phases.drain_timeout)
+        await asyncio.to_thread(self._record_cluster_state, recorder, "end")
+
+    async def _promotion_drain(self, recorder: Recorder, nemesis: RecordedNemesis,
+                               address: Address) -> None:
+        """Sync every mirrored queue (recorded as ``sync`` faults that end when the
+        sync is seen complete), record what each node reports, SIGKILL the master, drain
+        every queue from the promoted mirror, and start the killed node again. A mirror
+        whose contents diverged from its master's shows up in this drain. Every wait is
+        bounded; what fails is recorded and the run goes on to the final drain."""
+        mirrored = [q for q, members in self.members.items() if len(members) > 1]
+        if not mirrored:
+            self.problems.append("promotion_drain: no workload queue is mirrored")
+            return
+        for queue in mirrored:
+            master = await asyncio.to_thread(self._master, queue)
+            await asyncio.to_thread(nemesis.invoke,
+                                    Op("sync-queue", {"queue": queue, "node": master}))
+        await asyncio.to_thread(self._record_cluster_state, recorder, "before-drain")
+        victim = await asyncio.to_thread(self._master, mirrored[0])
+        orphaned = [q for q in mirrored if await asyncio.to_thread(self._master, q) == victim]
+        killed = await asyncio.to_thread(nemesis.invoke, Op("kill", {"nodes": [victim]}))
+        if killed.type == "fail":
+            self.problems.append(f"promotion_drain: the kill of {victim} failed: "
+                                 f"{killed.error}")
+            return
+        for queue in orphaned:
+            if not await asyncio.to_thread(self._await_new_master, queue, victim):
+                self.problems.append(f"promotion_drain: no surviving node named a new "
+                                     f"master of {queue} within {PROMOTION_SECONDS:g}s")
+        candidates = {q: await asyncio.to_thread(self._drain_nodes, q)
+                      for q in self.scenario.workload.queues}
+        await drain(self.scenario.workload, recorder, candidates, address,
+                    self.scenario.phases.drain_timeout, linger=ACK_GRACE_SECONDS)
+        started = await asyncio.to_thread(nemesis.invoke, Op("start", {"nodes": [victim]}))
+        if started.type != "ok":
+            self.problems.append(f"promotion_drain: {victim} did not start again: "
+                                 f"{started.error}")
+            return
+        missing = await asyncio.to_thread(wait_seen, ManagementView(self.management), victim,
+                                          self._running(), REJOIN_SECONDS)
+        if missing:
+            self.problems.append(f"promotion_drain: {victim} started again but {missing} "
+                                 f"did not see it running within {REJOIN_SECONDS:g}s")
+
+    def _await_new_master(self, queue: str, old: str) -> bool:
+        """Wait until a running node names a master of ``queue`` other than ``old``."""
+        deadline = time.monotonic() + PROMOTION_SECONDS
+        while time.monotonic() < deadline:
+            if self._reported_master(queue) not in (None, old):
+                return True
+            time.sleep(0.1)
+        return False
+
+    def _record_cluster_state(self, recorder: Recorder, phase: str) -> None:
+        record_cluster_state(recorder, phase, {n: self.management[n] for n in self._running()})
 
     def _schedule(self, nemesis: RecordedNemesis, steps: list[Any]) -> list[Record]:
         """The fault phase. A final heal that fails is in the history (``fault-end
@@ -298,16 +377,19 @@ class ScenarioRun:
 
     def _master(self, queue: str) -> str:
         """The queue's master as a running node reports it, else its configured home."""
-        assert self.cluster is not None
+        return self._reported_master(queue) or self.members[queue][0]
+
+    def _reported_master(self, queue: str) -> str | None:
+        """The queue's master as the first running node that answers reports it."""
         for node in self._running():
             try:
-                info = Management(self.cluster.mgmt_url(node)).call(
+                info = self.management[node].call(
                     "GET", f"/api/queues/%2F/{quote(queue, safe='')}")
             except ManagementError:
                 continue
             if isinstance(info, dict) and info.get("node") in self.scenario.node_names:
                 return str(info["node"])
-        return self.members[queue][0]
+        return None
 
     def _locate(self, which: str) -> str:
         queue = self.scenario.workload.queues[0]
@@ -317,7 +399,7 @@ class ScenarioRun:
         mirrors = [n for n in self.members[queue] if n != master]
         return (mirrors or [n for n in self.scenario.node_names if n != master])[0]
 
-    def _drain_nodes(self, cluster: Cluster, queue: str) -> list[str]:
+    def _drain_nodes(self, queue: str) -> list[str]:
         master = self._master(queue)
         return [master, *[n for n in self._running() if n != master]]
 

@@ -207,6 +207,20 @@ def _check_whole(scenario: Scenario, source: str) -> None:
     if w.publishers + w.tx_publishers == 0:
         raise ScenarioError(source, "workload.publishers",
                             "at least one publisher or tx_publisher", 0)
+    strangers = [q for q in w.backlog_queues if q not in w.queues]
+    if strangers:
+        raise ScenarioError(source, "workload.backlog_queues",
+                            f"queues listed in workload.queues {list(w.queues)}", strangers)
+    try:
+        w.client_queues()
+    except ValueError:
+        raise ScenarioError(source, "workload.backlog_queues", "at least one queue of "
+                            "workload.queues left for consumers, requeuers and getters",
+                            list(w.backlog_queues)) from None
+    if w.cancel_on_failover and w.cancel_consumers:
+        raise ScenarioError(source, "workload.cancel_on_failover", "false when "
+                            "cancel_consumers asks for x-cancel-on-ha-failover on its own "
+                            "consumers (the plain ones then never do)", True)
     try:
         check_plan(scenario)
     except PlanError as exc:

@@ -25,8 +25,9 @@ class NemesisSpec:
     stop, pause, partition, degrade, policy) repeat fault → ``hold`` seconds → heal →
     ``quiet`` seconds through the fault phase. ``options`` are the package's own:
     ``kind``/``mode``/``from``/``to`` for partition, ``toxic``/``links``/``stream``/
-    ``attributes`` for degrade, ``definition`` for policy, ``faults`` for combined,
-    ``steps`` (``[{at, f, value}]``) for sequence.
+    ``attributes`` for degrade (``links``: names, ``nodes``, ``clients``, ``all``, or
+    ``master-out``: the node links from the master when the op starts), ``definition``
+    for policy, ``faults`` for combined, ``steps`` (``[{at, f, value}]``) for sequence.
     """
 
     package: str = "none"
@@ -42,6 +43,11 @@ class Phases:
     faults: float = 20.0  # the nemesis acts; its final heal is at the end
     recovery: float = 5.0  # workload goes on after the heal
     drain_timeout: float = 60.0  # the final drain of every queue, in all
+    # After the workload: sync every mirrored queue, SIGKILL their master and drain
+    # each queue from the promoted mirror before the final drain, so a mirror whose
+    # contents diverged from its master's shows up as lost, resurrected, reordered or
+    # duplicated messages.
+    promotion_drain: bool = False
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,10 @@ from harness.scenarios.model import Scenario
 
 POLICY_NAME = "mirrorchaos"  # the run's own policy, set at the start on the workload's queues
 SYMBOLIC = ("master", "mirror")  # targets resolved when the op is invoked
+MASTER_OUT = "master-out"  # degrade links: the node links from the master when invoked
 _PROCESS = ("kill", "stop", "pause")
 _SEQUENCE_FS = ("kill", "stop", "pause", "resume", "start", "restart", "rolling-restart",
-                "partition", "degrade", "set-policy", "clear-policy", HEAL)
+                "partition", "degrade", "set-policy", "clear-policy", "sync-queue", HEAL)
 
 
 class PlanError(ValueError):
@@ -54,7 +55,7 @@ def plan_steps(scenario: Scenario, seed: int, node_links: Sequence[str] = (),
     if spec.package == "rolling-restart":
         return [Step(0.0, Op("rolling-restart")), final]
     if spec.package == "sequence":
-        return [*_sequence(spec.options.get("steps", [])), final]
+        return [*_sequence(scenario, spec.options.get("steps", [])), final]
     fault = _cycle_op(scenario)
     steps: list[Step] = []
     at = 0.0
@@ -97,8 +98,9 @@ def _cycle_op(scenario: Scenario) -> Op:
         if stream not in STREAMS:
             raise PlanError(f"stream must be one of {sorted(STREAMS)}, got {stream!r}")
         links = options.get("links", "all")
-        if links not in ("nodes", "clients", "all") and not isinstance(links, list):
-            raise PlanError(f"links must be nodes, clients, all or a list, got {links!r}")
+        if links not in ("nodes", "clients", "all", MASTER_OUT) and not isinstance(links, list):
+            raise PlanError(f"links must be nodes, clients, all, {MASTER_OUT} or a list, "
+                            f"got {links!r}")
         return Op("degrade", {"toxic": toxic, "stream": stream, "links": links,
                               "attributes": dict(options.get("attributes", {})),
                               "toxicity": float(options.get("toxicity", 1.0))})
@@ -142,7 +144,7 @@ def _partition_value(scenario: Scenario, options: dict[str, Any]) -> dict[str, A
     return value
 
 
-def _sequence(raw: Any) -> list[Step]:
+def _sequence(scenario: Scenario, raw: Any) -> list[Step]:
     if not isinstance(raw, list) or not raw:
         raise PlanError("steps must be a non-empty list of {at, f, value}")
     steps = []
@@ -154,8 +156,25 @@ def _sequence(raw: Any) -> list[Step]:
             raise PlanError(f"step {i}: at must be seconds into the fault phase, got {at!r}")
         if f not in _SEQUENCE_FS:
             raise PlanError(f"step {i}: f must be one of {', '.join(_SEQUENCE_FS)}, got {f!r}")
-        steps.append(Step(float(at), Op(f, item.get("value"))))
+        value = item.get("value")
+        if f == "sync-queue":
+            value = _sync_value(scenario, value, i)
+        steps.append(Step(float(at), Op(f, value)))
     return sorted(steps, key=lambda s: s.at)
+
+
+def _sync_value(scenario: Scenario, value: Any, step: int) -> dict[str, Any]:
+    """A sync of the named workload queue, by default the first."""
+    queues = scenario.workload.queues
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        raise PlanError(f"step {step}: sync-queue takes {{queue = NAME}}, got {value!r}")
+    queue = value.get("queue", queues[0])
+    if queue not in queues:
+        raise PlanError(f"step {step}: sync-queue's queue must be one of the workload's "
+                        f"queues {list(queues)}, got {queue!r}")
+    return {**value, "queue": queue}
 
 
 def _schedule_config(scenario: Scenario) -> ScheduleConfig:

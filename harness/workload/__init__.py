@@ -8,6 +8,7 @@ from harness.workload.clients import (
     Consumer,
     Getter,
     Publisher,
+    Requeuer,
     TxPublisher,
 )
 from harness.workload.drain import drain
@@ -24,6 +25,7 @@ __all__ = [
     "LiveFigures",
     "Publisher",
     "Recorder",
+    "Requeuer",
     "TxPublisher",
     "Workload",
     "WorkloadSpec",

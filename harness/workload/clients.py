@@ -246,14 +246,17 @@ class TxPublisher(Client):
 
 
 class Consumer(Client):
-    """``basic.consume`` with manual acks and a prefetch (or no-ack); a consumer the
-    broker cancels consumes again at once."""
+    """``basic.consume`` with manual acks and a prefetch (or no-ack), asking for
+    ``x-cancel-on-ha-failover`` or not; a consumer the broker cancels consumes again at
+    once."""
 
     def __init__(self, client_id: str, queue: str, node: str, ctx: ClientContext, *,
-                 no_ack: bool = False) -> None:
+                 no_ack: bool = False, cancel_on_failover: bool = False) -> None:
         super().__init__(client_id, queue, node, ctx)
         self.no_ack = no_ack
         self.mode = "no-ack" if no_ack else "ack"
+        self.cancel_on_failover = cancel_on_failover
+        self.prefetch = ctx.spec.prefetch
 
     async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
         channel = await self.channel(connection)
@@ -261,15 +264,15 @@ class Consumer(Client):
         cancelled = asyncio.Event()
         (await channel.get_underlay_channel()).on_consumer_cancel_callbacks.add(
             lambda _frame: cancelled.set())
-        await channel.set_qos(prefetch_count=self.spec.prefetch,
-                              timeout=self.spec.confirm_timeout)
+        await channel.set_qos(prefetch_count=self.prefetch, timeout=self.spec.confirm_timeout)
         queue = await self.declare(channel)
         arguments: FieldTable | None = (
-            {"x-cancel-on-ha-failover": True} if self.spec.cancel_on_failover else None)
+            {"x-cancel-on-ha-failover": True} if self.cancel_on_failover else None)
         while True:
             tag = await queue.consume(self._on_message, no_ack=self.no_ack, arguments=arguments,
                                       timeout=self.spec.confirm_timeout)
-            self.record("consume", "ok", queue=self.queue, mode=self.mode)
+            self.record("consume", "ok", queue=self.queue, mode=self.mode,
+                        cancel_on_failover=self.cancel_on_failover, prefetch=self.prefetch)
             ended = await _first(broken, cancelled, self.stop)
             if ended is broken:
                 raise ConnectionLost("connection or channel closed")
@@ -290,12 +293,46 @@ class Consumer(Client):
             return
         if self.spec.ack_delay:
             await asyncio.sleep(self.spec.ack_delay)
+        await self.settle(message, msg)
+
+    async def settle(self, message: AbstractIncomingMessage, msg: str) -> None:
+        """Answer one delivery: an ack."""
         try:
             await message.ack()
         except CLIENT_ERRORS as exc:
             self.record("ack", "fail", msg=msg, queue=self.queue, error=_describe(exc))
         else:
             self.record("ack", "ok", msg=msg, queue=self.queue)
+
+
+class Requeuer(Consumer):
+    """A consumer with prefetch 1 that gives every third delivery back with
+    ``basic.nack`` or ``basic.reject`` (requeue=true), the two in turn, and acks the
+    rest: the broker must put each back where it was, ahead of later messages."""
+
+    EVERY = 3
+
+    def __init__(self, client_id: str, queue: str, node: str, ctx: ClientContext) -> None:
+        super().__init__(client_id, queue, node, ctx)
+        self.prefetch = 1
+        self.deliveries = itertools.count(1)
+        self.requeues = itertools.count()
+
+    async def settle(self, message: AbstractIncomingMessage, msg: str) -> None:
+        if next(self.deliveries) % self.EVERY:
+            await super().settle(message, msg)
+            return
+        op = "nack" if next(self.requeues) % 2 == 0 else "reject"
+        try:
+            if op == "nack":
+                await message.nack(requeue=True)
+            else:
+                await message.reject(requeue=True)
+        except CLIENT_ERRORS as exc:
+            self.record(op, "fail", msg=msg, queue=self.queue, requeue=True,
+                        error=_describe(exc))
+        else:
+            self.record(op, "ok", msg=msg, queue=self.queue, requeue=True)
 
 
 class Getter(Client):

@@ -19,12 +19,15 @@ PROCESS = "drain"
 
 class Drainer(Client):
     """Gets from one queue until it is empty and the broker counts no message left,
-    trying the candidate nodes in turn until the deadline."""
+    trying the candidate nodes in turn until the deadline; then keeps its connection
+    open ``linger`` seconds, so no ack of the drain can be blamed on a connection that
+    closed right after it."""
 
     def __init__(self, queue: str, candidates: Sequence[str], ctx: ClientContext,
-                 deadline: float) -> None:
+                 deadline: float, linger: float = 0.0) -> None:
         super().__init__(PROCESS, queue, candidates[0], ctx)
         self.deadline = deadline
+        self.linger = linger
         self.drained = False
 
     def running(self) -> bool:
@@ -41,19 +44,21 @@ class Drainer(Client):
             if left.declaration_result.message_count == 0:
                 break
         self.drained = True
+        await asyncio.sleep(self.linger)
 
 
 async def drain(spec: WorkloadSpec, recorder: Recorder, candidates: Mapping[str, Sequence[str]],
-                address: Address, timeout: float) -> bool:
+                address: Address, timeout: float, linger: float = 0.0) -> bool:
     """Drain each queue from its candidate nodes (best first) within ``timeout`` in
-    all; records ``drain invoke`` and per queue ``drain ok`` or ``drain fail``."""
+    all, each drainer's connection kept open ``linger`` seconds after its last ack;
+    records ``drain invoke`` and per queue ``drain ok`` or ``drain fail``."""
     deadline = time.monotonic() + timeout
     recorder.record("harness", "drain", "invoke")
     ok = True
     for queue, nodes in candidates.items():
         ctx = ClientContext(dataclasses.replace(spec, reconnect="next"), recorder, list(nodes),
                             address, asyncio.Event(), asyncio.Event())
-        drainer = Drainer(queue, nodes, ctx, deadline)
+        drainer = Drainer(queue, nodes, ctx, deadline, linger)
         await drainer.run()
         if drainer.drained:
             recorder.record("harness", "drain", "ok", queue=queue)

@@ -7,6 +7,7 @@ from typing import Literal
 
 ClientNodes = Literal["master", "spread"]
 Reconnect = Literal["same", "next"]
+PUBLISHING = ("publisher", "tx-publisher")  # the client kinds that publish
 
 
 @dataclass(frozen=True)
@@ -34,12 +35,34 @@ class WorkloadSpec:
     reconnect: Reconnect = "same"
     reconnect_delay: float = 0.5
     heartbeat: int = 5  # seconds; a black-holed connection is noticed within ~2 of these
-    cancel_on_failover: bool = False  # consumers ask for x-cancel-on-ha-failover
+    cancel_on_failover: bool = False  # the plain consumers ask for x-cancel-on-ha-failover
+    # Consumers (prefetch 1) that nack or reject every third delivery with requeue, so a
+    # requeued message must come back before the messages queued behind it (r1, ...).
+    requeuers: int = 0
+    # Consumers that ask for x-cancel-on-ha-failover beside the plain ones (x1, ...).
+    cancel_consumers: int = 0
+    # Queues (also in ``queues``) that only publishers use: they keep a backlog until
+    # the final drain.
+    backlog_queues: tuple[str, ...] = ()
 
     def client_ids(self) -> dict[str, list[str]]:
         """Client kind -> ids, one logical process each; ids are message-id prefixes."""
         counts = {"publisher": (self.publishers, "p"), "consumer": (self.consumers, "c"),
                   "no-ack-consumer": (self.no_ack_consumers, "a"),
-                  "getter": (self.getters, "g"), "tx-publisher": (self.tx_publishers, "t")}
+                  "getter": (self.getters, "g"), "tx-publisher": (self.tx_publishers, "t"),
+                  "requeuer": (self.requeuers, "r"),
+                  "cancel-consumer": (self.cancel_consumers, "x")}
         return {kind: [f"{prefix}{i}" for i in range(1, count + 1)]
                 for kind, (count, prefix) in counts.items()}
+
+    def client_queues(self) -> dict[str, str]:
+        """Client id -> its queue: each kind round robin over the queues it may use
+        (publishers over every queue, the other kinds over those without a backlog)."""
+        consumed = [q for q in self.queues if q not in self.backlog_queues]
+        out: dict[str, str] = {}
+        for kind, ids in self.client_ids().items():
+            queues = list(self.queues) if kind in PUBLISHING else consumed
+            if ids and not queues:
+                raise ValueError(f"{kind} clients need a queue that is not a backlog queue")
+            out.update((client_id, queues[i % len(queues)]) for i, client_id in enumerate(ids))
+        return out

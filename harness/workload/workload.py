@@ -13,10 +13,11 @@ from harness.workload.clients import (
     Consumer,
     Getter,
     Publisher,
+    Requeuer,
     TxPublisher,
 )
 from harness.workload.recorder import Recorder
-from harness.workload.spec import WorkloadSpec
+from harness.workload.spec import PUBLISHING, WorkloadSpec
 
 
 class Workload:
@@ -28,16 +29,16 @@ class Workload:
                                  asyncio.Event())
         self.publishers: list[Client] = []
         self.others: list[Client] = []
+        queues = spec.client_queues()
         ordinal = 0
         for kind, ids in spec.client_ids().items():
-            for index, client_id in enumerate(ids):
-                queue = spec.queues[index % len(spec.queues)]
+            for client_id in ids:
+                queue = queues[client_id]
                 node = (homes[queue] if spec.client_nodes == "master"
                         else nodes[ordinal % len(nodes)])
                 ordinal += 1
                 client = self._client(kind, client_id, queue, node)
-                (self.publishers if kind in ("publisher", "tx-publisher")
-                 else self.others).append(client)
+                (self.publishers if kind in PUBLISHING else self.others).append(client)
         self._tasks: list[asyncio.Task[None]] = []
 
     def _client(self, kind: str, client_id: str, queue: str, node: str) -> Client:
@@ -47,7 +48,12 @@ class Workload:
             return TxPublisher(client_id, queue, node, self.ctx)
         if kind == "getter":
             return Getter(client_id, queue, node, self.ctx)
-        return Consumer(client_id, queue, node, self.ctx, no_ack=kind == "no-ack-consumer")
+        if kind == "requeuer":
+            return Requeuer(client_id, queue, node, self.ctx)
+        if kind == "cancel-consumer":
+            return Consumer(client_id, queue, node, self.ctx, cancel_on_failover=True)
+        return Consumer(client_id, queue, node, self.ctx, no_ack=kind == "no-ack-consumer",
+                        cancel_on_failover=self.spec.cancel_on_failover)
 
     @property
     def clients(self) -> list[Client]:

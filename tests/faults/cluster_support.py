@@ -5,6 +5,7 @@ what the nodes see."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import socket
 import time
@@ -63,9 +64,12 @@ class LiveCluster:
     def wait_views(self, expected: dict[str, set[str]], timeout: float = 15.0) -> None:
         """Until each observer reports exactly the expected running nodes."""
         for observer, nodes in expected.items():
-            wait_until(lambda o=observer, n=nodes: self.running(o) == n,
+            wait_until(functools.partial(self.sees_exactly, observer, nodes),
                        f"{observer} to see {sorted(nodes)} (sees {sorted(self.running(observer))})",
                        timeout)
+
+    def sees_exactly(self, observer: str, nodes: set[str]) -> bool:
+        return self.running(observer) == nodes
 
     def wait_formed(self, timeout: float = 15.0) -> None:
         everyone = set(self.nodes)

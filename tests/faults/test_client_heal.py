@@ -14,6 +14,7 @@ from faults.client import (
     ProxySpec,
     ReplyProbe,
     ToxiproxyClient,
+    UpstreamDown,
 )
 from tests.faults.toxiproxy_support import ServerThread
 
@@ -120,7 +121,7 @@ def test_an_upstream_that_does_not_answer_fails_at_once_without_a_reset(
     other = proxied(toxi, "other", threaded.echo.address)
     black_hole(toxi, "p")
     black_hole(toxi, other.name, "another-fault")
-    with pytest.raises(HealError, match="does not answer when dialled directly"):
+    with pytest.raises(UpstreamDown, match="does not answer when dialled directly"):
         HealVerifier(toxi, timeout=0.5).heal(spec, toxics=["cut"])
     # No fallback ran: a reset would have wiped the other proxy's fault too.
     assert toxi.proxy("other").toxic_names() == {"another-fault"}

@@ -20,6 +20,7 @@ from faults.nemesis import (
     Op,
     ProcessNemesis,
     ScheduleConfig,
+    Step,
     UnsupportedOp,
     combined_nemesis,
     plan,
@@ -146,3 +147,26 @@ def test_a_live_random_run_ends_with_every_link_healed_and_every_node_running(
         cluster.wait_formed()
         assert all(cluster.mgmt(n).policy("/", "ha-all") is None for n in cluster.names)
         nemesis.teardown()  # nothing is left to end
+
+
+def test_a_black_holed_master_killed_half_a_second_later_heals_in_one_go(
+    tmp_path: Path,
+) -> None:
+    """The partition's cuts go first, so the killed node can hear its peers when it
+    starts again; its links are verified once it runs."""
+    with running_cluster(tmp_path) as cluster:
+        nemesis = combined_nemesis(
+            1, control=cluster.control, view=cluster.view(), client=cluster.client,
+            topology=cluster.topology, verifier=HealVerifier(cluster.client, timeout=2),
+            management={name: cluster.mgmt(name) for name in cluster.names})
+        steps = [Step(0.0, Op("partition", {"kind": "isolate", "node": "n1",
+                                            "mode": "black-hole"})),
+                 Step(0.5, Op("kill", {"nodes": ["n1"]})),
+                 Step(1.0, Op(HEAL, {"final": True}))]
+        records = run_schedule(nemesis, steps)
+        assert [(r.invoked.f, r.completed.type) for r in records] == [
+            ("partition", "ok"), ("kill", "ok"), (HEAL, "ok")]
+        assert all(cluster.control.state(n) is ProcessState.RUNNING for n in cluster.names)
+        for name, proxy in cluster.client.proxies().items():
+            assert proxy.enabled and proxy.toxics == (), name
+        cluster.wait_formed()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from faults.client import ToxiproxyClient, split_address
+from faults.client import HealVerifier, ToxiproxyClient, split_address
 from faults.nemesis import Op, PartitionNemesis, grudges
 from faults.nemesis.partition import Mode
 from faults.topology import NodeAddress, Topology
@@ -197,3 +197,23 @@ def test_a_duplex_topology_also_cuts_what_the_listener_sends_back(
         for server in servers.values():
             server.shutdown()
             server.server_close()
+
+
+def test_links_to_a_node_that_died_are_undone_and_verified_once_it_runs(
+    cluster: LiveCluster,
+) -> None:
+    nemesis = PartitionNemesis(cluster.client, cluster.topology, random.Random(5),
+                               verifier=HealVerifier(cluster.client, timeout=1))
+    nemesis.invoke(Op("partition", {"kind": "isolate", "node": "n1"}))
+    cluster.control.kill("n1")
+    first = nemesis.invoke(Op("heal"))
+    assert first.type == "fail"
+    unhealed = first.value["unhealed"]
+    assert sorted(unhealed) == ["link:n2->n1", "link:n3->n1"]
+    # the first link to n1 waited for it; the second was only undone
+    assert "does not answer" in unhealed["link:n2->n1"]
+    assert "undone, unverified" in unhealed["link:n3->n1"]
+    assert all(proxy.toxics == () for proxy in cluster.client.proxies().values())
+    cluster.control.start("n1")  # it can boot: nothing cuts it off any more
+    assert nemesis.invoke(Op("heal")).type == "ok"
+    cluster.wait_formed()

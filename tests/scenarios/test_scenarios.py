@@ -89,6 +89,40 @@ def test_a_whole_file_with_a_sequence_nemesis(tmp_path: Path) -> None:
     assert [(s.at, s.op.f) for s in steps] == [(1.0, "pause"), (3.0, "heal"), (20.0, "heal")]
 
 
+PROMOTION = ('name = "promotion"\n'
+             '[workload]\nqueues = ["q1", "q2", "b1"]\nbacklog_queues = ["b1"]\n'
+             'requeuers = 2\ncancel_consumers = 1\n'
+             '[phases]\npromotion_drain = true\n'
+             '[nemesis]\npackage = "sequence"\n'
+             '[[nemesis.options.steps]]\nat = 0\nf = "partition"\n'
+             'value = {kind = "isolate", node = "master", mode = "black-hole"}\n'
+             '[[nemesis.options.steps]]\nat = 0.5\nf = "kill"\nvalue = {nodes = "master"}\n'
+             '[[nemesis.options.steps]]\nat = 2\nf = "heal"\n'
+             '[[nemesis.options.steps]]\nat = 4\nf = "sync-queue"\n'
+             '[[nemesis.options.steps]]\nat = 5\nf = "sync-queue"\nvalue = {queue = "b1"}\n')
+
+
+def test_a_file_with_requeuers_cancel_consumers_a_backlog_and_a_promotion_drain(
+        tmp_path: Path) -> None:
+    scenario = load_scenario(write(tmp_path, PROMOTION), SCENARIOS)
+    w = scenario.workload
+    assert (w.requeuers, w.cancel_consumers, w.backlog_queues) == (2, 1, ("b1",))
+    assert scenario.phases.promotion_drain is True
+    steps = check_plan(scenario)
+    assert [(s.at, s.op.f) for s in steps] == [
+        (0.0, "partition"), (0.5, "kill"), (2.0, "heal"), (4.0, "sync-queue"),
+        (5.0, "sync-queue"), (20.0, "heal")]
+    # a sync without a queue syncs the first workload queue
+    assert [s.op.value for s in steps if s.op.f == "sync-queue"] == [{"queue": "q1"},
+                                                                     {"queue": "b1"}]
+    assert SCENARIOS["smoke"].phases.promotion_drain is False
+    replication = load_scenario(write(tmp_path, '[nemesis]\npackage = "degrade"\n'
+                                      'options = {links = "master-out", stream = "upstream"}\n'),
+                                SCENARIOS)
+    degrade = check_plan(replication)[0].op
+    assert degrade.f == "degrade" and degrade.value["links"] == "master-out"
+
+
 @pytest.mark.parametrize(("text", "key", "expected"), [
     ("nodes = 0\n", "nodes", "a number above zero"),
     ('nodes = "3"\n', "nodes", "a whole number"),
@@ -107,6 +141,20 @@ def test_a_whole_file_with_a_sequence_nemesis(tmp_path: Path) -> None:
      "an option of package 'kill'"),
     ('base = "nope"\n', "base", "the name of a built-in scenario"),
     ('[workload]\npublishers = 0\n', "workload.publishers", "at least one publisher"),
+    ('[workload]\nrequeuers = -1\n', "workload.requeuers", "a number not below zero"),
+    ('[workload]\ncancel_consumers = 1.5\n', "workload.cancel_consumers", "a whole number"),
+    ('[workload]\nbacklog_queues = ["b"]\n', "workload.backlog_queues",
+     "queues listed in workload.queues"),
+    ('[workload]\nqueues = ["a"]\nbacklog_queues = ["a"]\n', "workload.backlog_queues",
+     "at least one queue of workload.queues left for consumers"),
+    ('[workload]\ncancel_on_failover = true\ncancel_consumers = 1\n',
+     "workload.cancel_on_failover", "false when cancel_consumers"),
+    ('[phases]\npromotion_drain = "yes"\n', "phases.promotion_drain", "true or false"),
+    ('[nemesis]\npackage = "sequence"\n[[nemesis.options.steps]]\nat = 1\n'
+     'f = "sync-queue"\nvalue = {queue = "elsewhere"}\n', "nemesis",
+     "sync-queue's queue must be one of the workload's queues"),
+    ('[nemesis]\npackage = "degrade"\noptions = {links = "master-in"}\n', "nemesis",
+     "links must be nodes, clients, all, master-out"),
 ])
 def test_bad_files_name_the_file_the_key_and_what_was_expected(
         tmp_path: Path, text: str, key: str, expected: str) -> None:

@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.checker import check
+from harness.ha_cases import NodeAccess, declare_mirrored
 from harness.history import HistoryWriter, read_history
 from harness.process_node import NodeProcess
 from harness.workload import Recorder, Workload, WorkloadSpec, drain
 from harness.workload.clients import Address
+from tests.faults.cluster_support import running_cluster
 
 NODE = "n1"
 
@@ -105,3 +107,70 @@ async def test_publishers_reconnect_after_the_node_drops_their_connections(
                for e in events)
     result = check(read_history(tmp_path / "history.jsonl"))
     assert result.valid is True, (result.error, result.violations)
+
+
+def test_backlog_queues_get_publishers_only_and_the_spread_is_deterministic() -> None:
+    spec = WorkloadSpec(queues=("q1", "b1", "q2"), backlog_queues=("b1",), publishers=3,
+                        consumers=3, getters=1, requeuers=2, cancel_consumers=1)
+    queues = spec.client_queues()
+    assert queues == spec.client_queues()
+    assert [queues[p] for p in ("p1", "p2", "p3")] == ["q1", "b1", "q2"]
+    assert [queues[c] for c in ("c1", "c2", "c3")] == ["q1", "q2", "q1"]
+    assert [queues[c] for c in ("r1", "r2", "x1", "g1")] == ["q1", "q2", "q1", "q1"]
+    assert {client for client, queue in queues.items() if queue == "b1"} == {"p2"}
+
+
+async def test_requeuers_cancel_consumers_and_a_backlog_queue(node: NodeProcess,
+                                                              tmp_path: Path) -> None:
+    """Requeuers give every third delivery back (nack, reject, in turn) and the broker
+    delivers it again flagged; every consume says whether it asked for
+    x-cancel-on-ha-failover and its prefetch; the backlog queue is only drained."""
+    spec = WorkloadSpec(queues=("q1", "b1"), backlog_queues=("b1",), publishers=2,
+                        consumers=1, requeuers=1, cancel_consumers=1, rate=60, prefetch=7)
+    with writer(tmp_path, spec) as history:
+        assert await run_workload(node, spec, Recorder(history), 1.5)
+    events = lines(tmp_path / "history.jsonl")
+    consumes = {e["process"]: (e["cancel_on_failover"], e["prefetch"], e["queue"])
+                for e in events if e["op"] == "consume" and e["type"] == "ok"}
+    assert consumes == {"c1": (False, 7, "q1"), "r1": (False, 1, "q1"), "x1": (True, 7, "q1")}
+    settled = [e for e in events if e["process"] == "r1" and e["op"] in ("ack", "nack", "reject")]
+    requeued = [e for e in settled if e["op"] != "ack"]
+    assert [e["op"] for e in requeued][:2] == ["nack", "reject"]
+    assert all(e["type"] == "ok" and e["requeue"] is True for e in requeued)
+    assert [e["op"] != "ack" for e in settled[:6]] == [False, False, True] * 2
+    # what came back was delivered again, flagged as a redelivery
+    again = {e["msg"] for e in events if e["op"] in ("deliver", "get") and e.get("redelivered")}
+    assert {e["msg"] for e in requeued} <= again
+    backlog = {e["process"] for e in events if e.get("queue") == "b1"
+               and e["op"] in ("deliver", "get") and "msg" in e}
+    assert backlog == {"drain"}
+    result = check(read_history(tmp_path / "history.jsonl"))
+    assert result.valid is True, (result.error, result.violations)
+
+
+async def test_only_cancel_consumers_hear_of_a_failover(tmp_path: Path) -> None:
+    """x1 asked for x-cancel-on-ha-failover, c1 did not: when the master dies under
+    them (both on a mirror's node), the broker cancels x1 alone, and x1 consumes again."""
+    with running_cluster(tmp_path / "nodes") as cluster:
+        nodes = {name: NodeAccess(f"amqp://guest:guest@{n.host}:{n.amqp_port}/%2F",
+                                  n.mgmt_url) for name, n in cluster.nodes.items()}
+        await asyncio.to_thread(declare_mirrored, nodes, "n1", "ha.q")
+
+        async def on_n2(client_id: str, name: str) -> tuple[str, int]:
+            return cluster.nodes["n2"].host, cluster.nodes["n2"].amqp_port
+
+        spec = WorkloadSpec(queues=("ha.q",), publishers=1, consumers=1, cancel_consumers=1,
+                            rate=50)
+        with writer(tmp_path, spec) as history:
+            workload = Workload(spec, Recorder(history), cluster.names, {"ha.q": "n2"}, on_n2)
+            workload.start()
+            await asyncio.sleep(1.0)
+            await asyncio.to_thread(cluster.control.kill, "n1")
+            await asyncio.sleep(3.0)
+            await workload.stop_publishing()
+            await workload.stop()
+    events = lines(tmp_path / "history.jsonl")
+    cancelled = {e["process"] for e in events if e["op"] == "cancel" and e["type"] == "info"}
+    assert cancelled == {"x1"}
+    consumes = [e["process"] for e in events if e["op"] == "consume" and e["type"] == "ok"]
+    assert consumes.count("x1") == 2 and consumes.count("c1") == 1
