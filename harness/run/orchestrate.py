@@ -273,6 +273,9 @@ class ScenarioRun:
         async def direct(client_id: str, node: str) -> tuple[str, int]:
             return cluster.amqp_address(node)
 
+        # What the nodes claim before anything is synchronised or drained: a mirror
+        # reported synchronised must hold what its master holds.
+        await asyncio.to_thread(self._record_cluster_state, recorder, "quiet")
         if phases.promotion_drain:
             self.status.enter("drain by promotion")
             await self._promotion_drain(recorder, nemesis, direct)

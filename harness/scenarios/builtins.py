@@ -22,7 +22,7 @@ _CONSUME = WorkloadSpec(publishers=2, consumers=3, prefetch=10, ack_delay=0.2,
 # publish to the master through mirrors and some consumers outlive each master.
 _GAUNTLET = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers=3,
                          tx_publishers=1, consumers=1, cancel_consumers=2, requeuers=1,
-                         getters=1, rate=60.0, prefetch=10, ack_delay=0.2,
+                         getters=1, rate=60.0, prefetch=5, ack_delay=0.2,
                          client_nodes="spread", reconnect="next")
 _ISOLATE_MASTER = {"kind": "isolate", "node": "master", "mode": "black-hole"}
 _ISOLATE_MIRROR = {"kind": "isolate", "node": "mirror", "mode": "black-hole"}
