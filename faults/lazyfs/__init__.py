@@ -20,8 +20,9 @@ the rules below keep more (keeping more is always a legal outcome too):
 * files whose names match a ``--keep`` glob are never reverted (the harness's logs kept
   in a node's data directory, which record what happened rather than what is tested).
 
-The process: ``python -m faults.lazyfs --backing DIR --mount DIR --control SOCKET
+The process: ``python -m faults.lazyfs --backing DIR --mount DIR --control NAME
 [--keep GLOB]...``, in the foreground until SIGTERM, which unmounts. The control socket
+(NAME in the abstract Unix socket namespace, so a killed fs leaves no file behind)
 takes one line a connection: ``lose`` answers ``ok N`` (N files reverted) or ``error
 ...``. `LazyMount` runs and drives it; `unmount_under` removes what a dead harness left
 mounted.

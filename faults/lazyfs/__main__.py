@@ -1,4 +1,4 @@
-"""``python -m faults.lazyfs --backing DIR --mount DIR --control SOCKET [--keep GLOB]``:
+"""``python -m faults.lazyfs --backing DIR --mount DIR --control NAME [--keep GLOB]``:
 mount the lazy file system in the foreground until SIGTERM or SIGINT, which unmount it
 (the package docstring says what a power loss keeps)."""
 
@@ -11,6 +11,7 @@ import mfusepy
 
 from .fs import LazyOperations, serve_control
 from .ledger import DurabilityLedger
+from .mount import control_address
 
 _LOOP_ENDED = 8
 
@@ -20,13 +21,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--backing", type=Path, required=True,
                         help="the directory that holds the files")
     parser.add_argument("--mount", type=Path, required=True, help="where to mount it")
-    parser.add_argument("--control", type=Path, required=True,
-                        help="Unix socket for the 'lose' command")
+    parser.add_argument("--control", required=True,
+                        help="name of the abstract Unix socket for the 'lose' command")
     parser.add_argument("--keep", action="append", default=[], metavar="GLOB",
                         help="file names whose writes are never lost (repeatable)")
     args = parser.parse_args(argv)
     operations = LazyOperations(args.backing.resolve(), DurabilityLedger(args.keep))
-    control = serve_control(args.control, operations)
+    control = serve_control(control_address(args.control), operations)
     try:
         # Nothing cached in the kernel: a revert is seen by the next read and stat.
         mfusepy.FUSE(operations, str(args.mount), foreground=True, nothreads=True,
@@ -39,7 +40,6 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"lazyfs: mounting {args.mount} failed (fuse_main {exc})") from None
     finally:
         control.close()
-        args.control.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

@@ -213,14 +213,12 @@ class LazyOperations(mfusepy.Operations):
         return 0
 
 
-def serve_control(path: Path, operations: LazyOperations) -> socket.socket:
-    """A Unix socket at ``path``, one command a connection: ``lose`` answers
+def serve_control(address: str, operations: LazyOperations) -> socket.socket:
+    """A Unix socket at ``address``, one command a connection: ``lose`` answers
     ``ok N`` (N files reverted), anything else ``error ...``. Served by a daemon
     thread until the process exits."""
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(path))
+    server.bind(address)
     server.listen()
 
     def answer(command: bytes) -> str:

@@ -12,13 +12,12 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 FSNAME = "lazyfs"
-# sockaddr_un's sun_path is 108 bytes, with its terminating NUL.
-_MAX_SOCKET_PATH = 107
 
 
 class LazyFSError(RuntimeError):
@@ -74,20 +73,27 @@ def unmount_under(directory: Path) -> list[str]:
     return leftovers
 
 
+def control_address(name: str) -> str:
+    """The control socket lives in the abstract namespace: no file to clean up after a
+    SIGKILL, and no path-length limit however deep the run directory is."""
+    return "\0" + name
+
+
 @dataclass
 class LazyMount:
-    """``keep``: file names (globs) whose writes are never lost."""
+    """``keep``: file names (globs) whose writes are never lost; ``control``: the name of
+    the control socket."""
 
     backing: Path
     mount: Path
-    control: Path
     keep: Sequence[str] = ()
+    control: str = field(default_factory=lambda: f"mirrorchaos-lazyfs-{uuid.uuid4().hex}")
     log_path: Path | None = None
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def command(self) -> list[str]:
         command = [sys.executable, "-m", "faults.lazyfs", "--backing", str(self.backing),
-                   "--mount", str(self.mount), "--control", str(self.control)]
+                   "--mount", str(self.mount), "--control", self.control]
         return command + [arg for pattern in self.keep for arg in ("--keep", pattern)]
 
     @property
@@ -96,8 +102,6 @@ class LazyMount:
 
     def start(self, timeout: float = 10.0) -> None:
         """Mount it; returns once the mount and the control socket answer."""
-        if len(os.fsencode(self.control)) > _MAX_SOCKET_PATH:
-            raise LazyFSError(f"control socket path too long for a Unix socket: {self.control}")
         self.backing.mkdir(parents=True, exist_ok=True)
         self.mount.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab") if self.log_path is not None else subprocess.DEVNULL
@@ -123,6 +127,12 @@ class LazyMount:
     def lose(self) -> int:
         """Revert every file to its last fsync (the caller has killed whatever wrote
         them); returns how many files it changed."""
+        # A round trip through the mount first: the fs serves requests in order on one
+        # thread, so a write the killed process had queued is done before the revert.
+        try:
+            os.stat(self.mount)
+        except OSError as exc:
+            raise LazyFSError(f"lazyfs on {self.mount} does not answer: {exc}") from exc
         answer = self._command(b"lose")
         if not answer.startswith("ok "):
             raise LazyFSError(f"lazyfs on {self.mount}: lose failed: {answer}")
@@ -143,7 +153,7 @@ class LazyMount:
     def _answers(self) -> bool:
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-                sock.connect(str(self.control))
+                sock.connect(control_address(self.control))
             return True
         except OSError:
             return False
@@ -152,7 +162,7 @@ class LazyMount:
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
                 sock.settimeout(timeout)
-                sock.connect(str(self.control))
+                sock.connect(control_address(self.control))
                 sock.sendall(command + b"\n")
                 answer = b""
                 while not answer.endswith(b"\n"):

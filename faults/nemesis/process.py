@@ -1,5 +1,6 @@
-"""Process faults through a `ProcessControl`: SIGKILL, graceful stop, pause and
-resume, start, restart (the node rejoins with its data), rolling restart.
+"""Process faults through a `ProcessControl`: SIGKILL, power loss (SIGKILL, then the
+writes not fsynced are lost), graceful stop, pause and resume, start, restart (the node
+rejoins with its data), rolling restart.
 
 ``nodes`` in an op's value picks the targets (see `targets.select`); resume and start
 default to the nodes this nemesis paused or took down, which is also what ``heal``
@@ -27,8 +28,8 @@ Action = Callable[[str], None]
 
 
 class ProcessNemesis:
-    fs = frozenset({"kill", "stop", "pause", "resume", "start", "restart", "rolling-restart",
-                    HEAL})
+    fs = frozenset({"kill", "power-loss", "stop", "pause", "resume", "start", "restart",
+                    "rolling-restart", HEAL})
 
     def __init__(self, control: ProcessControl, rng: random.Random, *,
                  view: ClusterView | None = None, stop_timeout: float = 10.0,
@@ -48,6 +49,7 @@ class ProcessNemesis:
         require(op, self.fs)
         actions: dict[str, tuple[str, Action]] = {
             "kill": ("one", self._kill),
+            "power-loss": ("one", self._power_loss),
             "stop": ("one", self._stop),
             "pause": ("one", self._pause),
             "restart": ("one", self._restart),
@@ -79,6 +81,15 @@ class ProcessNemesis:
         self.control.kill(node)
         self.down.add(node)
         self.paused.discard(node)
+
+    def _power_loss(self, node: str) -> None:
+        try:
+            self.control.power_loss(node)
+        finally:
+            # Killed even if losing the writes then failed: heal must start it again.
+            if self.control.state(node) is ProcessState.STOPPED:
+                self.down.add(node)
+                self.paused.discard(node)
 
     def _stop(self, node: str) -> None:
         self.control.stop(node, self.stop_timeout)
