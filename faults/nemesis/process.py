@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from faults.process import (
     ProcessControl,
@@ -144,9 +145,11 @@ class ProcessNemesis:
 
     def _heal(self, op: Op) -> Op:
         """Bring every node we paused or took down back to running, by what its state
-        is now (a node someone else already brought back needs nothing)."""
+        is now (a node someone else already brought back needs nothing). Stopped nodes
+        start together, as a cluster boots: a node waits at start-up for the peers it
+        last ran with, so after a kill or power loss of all, one at a time never ends."""
         resumed: list[str] = []
-        started: list[str] = []
+        to_start: list[str] = []
         failed: dict[str, str] = {}
         for node in sorted(self.paused | self.down):
             try:
@@ -155,14 +158,34 @@ class ProcessNemesis:
                     self.control.resume(node)
                     resumed.append(node)
                 elif state is ProcessState.STOPPED:
-                    self.control.start(node)
-                    started.append(node)
+                    to_start.append(node)
+                    continue
             except (ProcessControlError, ProcessStateError) as exc:
                 failed[node] = str(exc)
                 continue
             self.paused.discard(node)
             self.down.discard(node)
-        value = {"resumed": resumed, "started": started, "failed": failed}
+        started: list[str] = []
+        for node, error in self._start_together(to_start).items():
+            if error is None:
+                started.append(node)
+            else:
+                failed[node] = error
+        value = {"resumed": resumed, "started": started, "failed": dict(sorted(failed.items()))}
         if failed:
             return op.fail(f"nodes not brought back: {failed}", value)
         return op.ok(value)
+
+    def _start_together(self, nodes: list[str]) -> dict[str, str | None]:
+        """Start each node on a thread of its own; per node, the error or None."""
+        def start(node: str) -> str | None:
+            try:
+                self._start(node)
+            except (ProcessControlError, ProcessStateError) as exc:
+                return str(exc)
+            return None
+
+        if not nodes:
+            return {}
+        with ThreadPoolExecutor(len(nodes)) as pool:
+            return dict(zip(nodes, pool.map(start, nodes), strict=True))
