@@ -14,6 +14,9 @@ from faults.nemesis import Op, ProcessNemesis
 from faults.process import LocalProcesses, ProcessControlError
 from faults.process.docker import ContainerNode, DockerProcesses
 from harness.process_node import NodeProcess
+from harness.runtime import ClusterStartError
+from harness.runtime import process as runtime_process
+from harness.runtime.process import ProcessRuntime
 from tests.node.helpers import (
     PERSISTENT,
     get_bodies,
@@ -69,3 +72,14 @@ def test_power_loss_on_docker_is_refused_before_touching_the_container() -> None
     control = DockerProcesses(None, {"n1": ContainerNode("c1", ("127.0.0.1", 5672))})
     with pytest.raises(ProcessControlError, match="Docker runtime cannot lose unsynced"):
         control.power_loss("n1")
+
+
+def test_the_process_runtime_says_once_why_it_runs_without_lazyfs(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(runtime_process, "fuse_unavailable", lambda: "no /dev/fuse here")
+    for _ in range(2):
+        assert ProcessRuntime()._lazyfs() == (False, "FUSE cannot be used here: no /dev/fuse here")
+    assert capsys.readouterr().err.count("no /dev/fuse here") == 1
+    with pytest.raises(ClusterStartError, match="no /dev/fuse here"):
+        ProcessRuntime(lazyfs=True)._lazyfs()
+    assert ProcessRuntime(lazyfs=False)._lazyfs()[0] is False
