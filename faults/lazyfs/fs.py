@@ -3,9 +3,10 @@ directory (every write reaches the backing file at once, so reads see it) that t
 the ledger what each call changes, and a control socket whose ``lose`` command reverts
 the backing directory to its last fsyncs.
 
-One lock serialises every call and the control command, so a revert never interleaves
-with a write. fsync is not passed on to the backing file: the power loss is simulated,
-the host's disk is not what is under test.
+FUSE calls come on one thread (the mount is single-threaded); a lock keeps the control
+thread's revert from interleaving with a call that changes files. fsync is not passed
+on to the backing file: the power loss is simulated, the host's disk is not what is
+under test.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import os
 import socket
 import threading
@@ -34,10 +36,10 @@ R = TypeVar("R")
 
 
 def _locked(method: Callable[P, R]) -> Callable[P, R]:
+    @functools.wraps(method)
     def call(*args: P.args, **kwargs: P.kwargs) -> R:
         with args[0]._lock:  # type: ignore[attr-defined]
             return method(*args, **kwargs)
-    call.__name__ = method.__name__
     return call
 
 
