@@ -22,6 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from faults.lazyfs import LazyFSError, LazyMount
+
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 
 
@@ -72,7 +74,24 @@ class NodeProcess:
     tick_count: int = 4
     # Appended to the command line as they are (flags this file need not know).
     extra_args: list[str] = field(default_factory=list)
+    # The node sees its data directory through a lazy file system (faults/lazyfs) mounted
+    # beside it, which `power_loss` reverts to its last fsyncs. ``data_dir`` stays the
+    # backing directory, so the harness reads the node's files there, mounted or not.
+    lazyfs: bool = False
     process: subprocess.Popen[bytes] | None = None
+    disk: LazyMount | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        if self.lazyfs:
+            # events.jsonl is what the harness observes, not state the broker promises.
+            self.disk = LazyMount(self.data_dir, self.data_dir.with_name(
+                f"{self.data_dir.name}.lazyfs"), keep=["events.jsonl"],
+                log_path=self.data_dir.with_name(f"{self.data_dir.name}.lazyfs.log"))
+
+    @property
+    def node_data_dir(self) -> Path:
+        """The directory the node is told to use."""
+        return self.disk.mount if self.disk is not None else self.data_dir
 
     @property
     def log_path(self) -> Path:
@@ -89,7 +108,7 @@ class NodeProcess:
     def command(self) -> list[str]:
         command = [
             sys.executable, "-m", "cluster.node", "--name", self.name,
-            "--amqp-port", str(self.amqp_port), "--data-dir", str(self.data_dir),
+            "--amqp-port", str(self.amqp_port), "--data-dir", str(self.node_data_dir),
             "--host", self.host,
         ]
         if self.mgmt_port is not None:
@@ -105,6 +124,11 @@ class NodeProcess:
 
     def start(self, timeout: float = 20.0) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.disk is not None and not self.disk.running:
+            try:
+                self.disk.start(timeout)
+            except LazyFSError as exc:
+                raise NodeStartError(f"node {self.name}: {exc}") from exc
         with self.log_path.open("ab") as log:
             # A session of its own: a Ctrl-C on the terminal reaches only our process,
             # which then stops the node in order.
@@ -154,6 +178,20 @@ class NodeProcess:
             with contextlib.suppress(ProcessLookupError):
                 self.process.kill()
             self.process.wait()
+
+    def power_loss(self) -> int:
+        """SIGKILL, then every write the data directory had not made durable is lost;
+        returns how many files changed. The lazy file system stays mounted for the next
+        start."""
+        if self.disk is None:
+            raise LazyFSError(f"node {self.name}'s data directory is not on lazyfs")
+        self.kill()
+        return self.disk.lose()
+
+    def unmount(self) -> None:
+        """After the node is gone: unmount its lazy file system, if it has one."""
+        if self.disk is not None:
+            self.disk.stop()
 
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM and wait; SIGKILL if the node does not stop in time."""

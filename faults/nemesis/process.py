@@ -1,5 +1,6 @@
-"""Process faults through a `ProcessControl`: SIGKILL, graceful stop, pause and
-resume, start, restart (the node rejoins with its data), rolling restart.
+"""Process faults through a `ProcessControl`: SIGKILL, power loss (SIGKILL, then the
+writes not fsynced are lost), graceful stop, pause and resume, start, restart (the node
+rejoins with its data), rolling restart.
 
 ``nodes`` in an op's value picks the targets (see `targets.select`); resume and start
 default to the nodes this nemesis paused or took down, which is also what ``heal``
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from faults.process import (
     ProcessControl,
@@ -27,8 +29,8 @@ Action = Callable[[str], None]
 
 
 class ProcessNemesis:
-    fs = frozenset({"kill", "stop", "pause", "resume", "start", "restart", "rolling-restart",
-                    HEAL})
+    fs = frozenset({"kill", "power-loss", "stop", "pause", "resume", "start", "restart",
+                    "rolling-restart", HEAL})
 
     def __init__(self, control: ProcessControl, rng: random.Random, *,
                  view: ClusterView | None = None, stop_timeout: float = 10.0,
@@ -48,6 +50,7 @@ class ProcessNemesis:
         require(op, self.fs)
         actions: dict[str, tuple[str, Action]] = {
             "kill": ("one", self._kill),
+            "power-loss": ("one", self._power_loss),
             "stop": ("one", self._stop),
             "pause": ("one", self._pause),
             "restart": ("one", self._restart),
@@ -79,6 +82,15 @@ class ProcessNemesis:
         self.control.kill(node)
         self.down.add(node)
         self.paused.discard(node)
+
+    def _power_loss(self, node: str) -> None:
+        try:
+            self.control.power_loss(node)
+        finally:
+            # Killed even if losing the writes then failed: heal must start it again.
+            if self.control.state(node) is ProcessState.STOPPED:
+                self.down.add(node)
+                self.paused.discard(node)
 
     def _stop(self, node: str) -> None:
         self.control.stop(node, self.stop_timeout)
@@ -133,9 +145,11 @@ class ProcessNemesis:
 
     def _heal(self, op: Op) -> Op:
         """Bring every node we paused or took down back to running, by what its state
-        is now (a node someone else already brought back needs nothing)."""
+        is now (a node someone else already brought back needs nothing). Stopped nodes
+        start together, as a cluster boots: a node waits at start-up for the peers it
+        last ran with, so after a kill or power loss of all, one at a time never ends."""
         resumed: list[str] = []
-        started: list[str] = []
+        to_start: list[str] = []
         failed: dict[str, str] = {}
         for node in sorted(self.paused | self.down):
             try:
@@ -144,14 +158,34 @@ class ProcessNemesis:
                     self.control.resume(node)
                     resumed.append(node)
                 elif state is ProcessState.STOPPED:
-                    self.control.start(node)
-                    started.append(node)
+                    to_start.append(node)
+                    continue
             except (ProcessControlError, ProcessStateError) as exc:
                 failed[node] = str(exc)
                 continue
             self.paused.discard(node)
             self.down.discard(node)
-        value = {"resumed": resumed, "started": started, "failed": failed}
+        started: list[str] = []
+        for node, error in self._start_together(to_start).items():
+            if error is None:
+                started.append(node)
+            else:
+                failed[node] = error
+        value = {"resumed": resumed, "started": started, "failed": dict(sorted(failed.items()))}
         if failed:
             return op.fail(f"nodes not brought back: {failed}", value)
         return op.ok(value)
+
+    def _start_together(self, nodes: list[str]) -> dict[str, str | None]:
+        """Start each node on a thread of its own; per node, the error or None."""
+        def start(node: str) -> str | None:
+            try:
+                self._start(node)
+            except (ProcessControlError, ProcessStateError) as exc:
+                return str(exc)
+            return None
+
+        if not nodes:
+            return {}
+        with ThreadPoolExecutor(len(nodes)) as pool:
+            return dict(zip(nodes, pool.map(start, nodes), strict=True))

@@ -1,6 +1,6 @@
 """One interface for process faults, whatever runs the nodes (local processes now,
-containers later): kill, graceful stop, pause, resume, start, and the state seen
-from outside."""
+containers later): kill, power loss, graceful stop, pause, resume, start, and the
+state seen from outside."""
 
 from __future__ import annotations
 
@@ -34,6 +34,11 @@ class ProcessControl(Protocol):
 
     def kill(self, node: str) -> None:
         """SIGKILL (``docker kill``): no shutdown path runs. Returns once it is gone."""
+
+    def power_loss(self, node: str) -> None:
+        """SIGKILL, then every write the node had not fsynced is lost (its data directory
+        is on a lazy file system, faults/lazyfs). A runtime that cannot do it raises
+        `ProcessControlError` saying why, before touching the node."""
 
     def stop(self, node: str, timeout: float) -> None:
         """SIGTERM, then SIGKILL after ``timeout`` (``docker stop -t``)."""

@@ -61,6 +61,13 @@ class DockerProcesses:
             self._engine(node, "kill", container.kill)
         container.wait()  # returns once the container has exited
 
+    def power_loss(self, node: str) -> None:
+        self.node(node)  # an unknown node is still UnknownNode
+        raise ProcessControlError(
+            f"power-loss on {node}: the Docker runtime cannot lose unsynced writes (its "
+            f"nodes' data directories are plain bind mounts, not lazyfs); run it with "
+            f"--runtime process")
+
     def stop(self, node: str, timeout: float) -> None:
         container = self.container(node)
         # A frozen container cannot act on SIGTERM until it is thawed.

@@ -1,5 +1,6 @@
 """Process faults on nodes running as local processes (`NodeProcess`), with psutil
-for SIGSTOP/SIGCONT and for the state the kernel reports."""
+for SIGSTOP/SIGCONT and for the state the kernel reports; a power loss needs the
+nodes' data directories on lazyfs (`NodeProcess.lazyfs`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Callable, Mapping
 
 import psutil
 
+from faults.lazyfs import LazyFSError
 from harness.process_node import NodeProcess, NodeStartError
 
 from .control import ProcessControlError, ProcessState, ProcessStateError, UnknownNode
@@ -17,9 +19,14 @@ _GONE = {psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD}
 
 
 class LocalProcesses:
-    def __init__(self, nodes: Mapping[str, NodeProcess], start_timeout: float = 20.0) -> None:
+    """``no_lazyfs``: why the nodes' data directories are not on lazyfs, when they are
+    not; a power loss fails with it."""
+
+    def __init__(self, nodes: Mapping[str, NodeProcess], start_timeout: float = 20.0, *,
+                 no_lazyfs: str = "the nodes were started without lazyfs") -> None:
         self._nodes = dict(nodes)
         self.start_timeout = start_timeout
+        self.no_lazyfs = no_lazyfs
 
     def nodes(self) -> list[str]:
         return sorted(self._nodes)
@@ -53,6 +60,16 @@ class LocalProcesses:
 
     def kill(self, node: str) -> None:
         self.node(node).kill()  # SIGKILL also ends a stopped process
+
+    def power_loss(self, node: str) -> None:
+        process = self.node(node)
+        if process.disk is None:
+            raise ProcessControlError(f"power-loss on {node} needs its data directory on "
+                                      f"lazyfs, and it is not: {self.no_lazyfs}")
+        try:
+            process.power_loss()
+        except LazyFSError as exc:
+            raise ProcessControlError(f"power-loss on {node}: {exc}") from exc
 
     def stop(self, node: str, timeout: float) -> None:
         # A stopped process cannot act on SIGTERM until it runs again.

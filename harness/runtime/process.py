@@ -8,16 +8,22 @@ the project's own server as a subprocess, with its proxies on 127.0.0.1. Process
 in sessions of their own, so a detached cluster (`mirrorchaos cluster up`) outlives
 the command; `record` describes it for `stop_recorded`. Any other run is written in
 the `ledger` while it lives, and the next runtime stops it if its harness died.
+
+Where FUSE works, each node sees its data directory through a lazy file system
+(faults/lazyfs) so the ``power-loss`` fault can lose what the node had not fsynced;
+where it does not, the runtime says why once and ``power-loss`` fails with that reason.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import signal
 import socket
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +37,7 @@ from faults.client import (
     ToxiproxyStartError,
     find_toxiproxy,
 )
+from faults.lazyfs import fuse_unavailable, unmount_under
 from faults.process import LocalProcesses, ProcessState
 from faults.topology import NodeAddress, Topology
 from harness.process_node import NodeProcess, NodeStartError, start_all
@@ -79,11 +86,11 @@ def _held_ports(hosts: list[str], per_host: int) -> Iterator[list[list[int]]]:
 class ProcessCluster(ClusterBase):
     def __init__(self, spec: ClusterSpec, base_dir: Path, own_base: bool,
                  handle: ToxiproxyHandle, topology: Topology,
-                 processes: dict[str, NodeProcess]) -> None:
+                 processes: dict[str, NodeProcess], no_lazyfs: str) -> None:
         super().__init__(spec, handle.client(), topology, base_dir, own_base)
         self.processes = processes
         self._handle = handle
-        self._control = LocalProcesses(processes, spec.start_timeout)
+        self._control = LocalProcesses(processes, spec.start_timeout, no_lazyfs=no_lazyfs)
         self._stopped = False
 
     def amqp_address(self, node: str) -> tuple[str, int]:
@@ -128,6 +135,8 @@ class ProcessCluster(ClusterBase):
             process.signal(signal.SIGTERM)  # all at once; then wait for each
         for process in self.processes.values():
             process.stop(STOP_TIMEOUT)
+        for process in self.processes.values():
+            process.unmount()
         with contextlib.suppress(ToxiproxyError, ExceptionGroup):
             self.topology.teardown()  # a server we started goes anyway
         self._handle.stop()
@@ -137,15 +146,30 @@ class ProcessCluster(ClusterBase):
 
 class ProcessRuntime:
     """``detached``: the cluster is meant to outlive this process (`mirrorchaos cluster
-    up`); it is not in the ledger, and only ``cluster down`` removes it."""
+    up`); it is not in the ledger, and only ``cluster down`` removes it. ``lazyfs``:
+    data directories on lazyfs; None = where FUSE works, True = required."""
 
     name = "process"
 
-    def __init__(self, *, detached: bool = False) -> None:
+    def __init__(self, *, detached: bool = False, lazyfs: bool | None = None) -> None:
         self.detached = detached
+        self.lazyfs = lazyfs
+
+    def _lazyfs(self) -> tuple[bool, str]:
+        """Whether the nodes get lazyfs, and if not, why."""
+        if self.lazyfs is False:
+            return False, "the process runtime was started without lazyfs"
+        reason = fuse_unavailable()
+        if reason is None:
+            return True, ""
+        if self.lazyfs:
+            raise ClusterStartError(f"lazyfs was asked for, but FUSE cannot be used: {reason}")
+        _say_no_lazyfs(reason)
+        return False, f"FUSE cannot be used here: {reason}"
 
     def start(self, spec: ClusterSpec) -> ProcessCluster:
         ledger.reap(stop_recorded)
+        lazyfs, no_lazyfs = self._lazyfs()
         own_base = spec.base_dir is None
         base_dir = Path(tempfile.mkdtemp(prefix=f"mirrorchaos-{spec.run_id}-")) \
             if spec.base_dir is None else spec.base_dir
@@ -165,7 +189,7 @@ class ProcessRuntime:
                     name: NodeProcess(name, base_dir / name, amqp_port=amqp, mgmt_port=mgmt,
                                       host=host, cluster_port=cluster, tick=spec.tick,
                                       tick_count=spec.tick_count,
-                                      extra_args=list(spec.node_args))
+                                      extra_args=list(spec.node_args), lazyfs=lazyfs)
                     for name, host, (amqp, mgmt, cluster) in zip(spec.nodes, hosts, ports,
                                                                   strict=True)}
                 addresses = [NodeAddress(name, p.host, p.cluster_port or 0, p.amqp_port)
@@ -177,7 +201,8 @@ class ProcessRuntime:
             if own_base:
                 shutil.rmtree(base_dir, ignore_errors=True)
             raise
-        cluster = ProcessCluster(spec, base_dir, own_base, handle, topology, processes)
+        cluster = ProcessCluster(spec, base_dir, own_base, handle, topology, processes,
+                                 no_lazyfs)
         if not self.detached:
             ledger.enter(spec.run_id, cluster.record())
         try:
@@ -200,43 +225,63 @@ def _identity(pid: int) -> dict[str, float]:
     return {"pid": pid, "started": psutil.Process(pid).create_time()}
 
 
+@functools.cache
+def _say_no_lazyfs(reason: str) -> None:
+    print(f"mirrorchaos: node data directories are not on lazyfs ({reason}); "
+          f"the power-loss fault will fail", file=sys.stderr)
+
+
 def stop_recorded(record: dict[str, Any]) -> None:
     """Remove a cluster `ProcessCluster.record` described, from any process: stop each
     process that is still the one recorded, the proxies of a toxiproxy we did not
-    start, then the files if the runtime made them."""
+    start, then the lazy file systems (once nothing uses them), then the files if the
+    runtime made them."""
+    base_dir = Path(record["base_dir"])
     if "toxiproxy" not in record["processes"]:
         client = ToxiproxyClient(record["toxiproxy_url"])
-        for name in record["proxies"]:
-            with contextlib.suppress(NotFound):
-                client.delete_proxy(name)
-    procs = _node_processes(Path(record["base_dir"]))
+        # A toxiproxy that no longer answers took its proxies with it; the nodes and
+        # mounts below must go either way.
+        with contextlib.suppress(ToxiproxyError):
+            for name in record["proxies"]:
+                with contextlib.suppress(NotFound):
+                    client.delete_proxy(name)
+    procs = _started_in(base_dir, "cluster.node", "--data-dir")
     for identity in record["processes"].values():
         with contextlib.suppress(psutil.NoSuchProcess):
             process = psutil.Process(identity["pid"])
             if process.create_time() == identity["started"] and process not in procs:
                 procs.append(process)
+    _end(procs)
+    _end(_started_in(base_dir, "faults.lazyfs", "--mount"))
+    unmount_under(base_dir)  # what a SIGKILLed lazyfs left mounted
+    if record.get("own_base"):
+        shutil.rmtree(base_dir, ignore_errors=True)
+
+
+def _end(procs: Iterable[psutil.Process]) -> None:
+    """SIGTERM, then SIGKILL what has not exited after `STOP_TIMEOUT`."""
+    procs = list(procs)
     for process in procs:
         with contextlib.suppress(psutil.NoSuchProcess):
-            process.resume()  # a paused node must run to act on SIGTERM
+            process.resume()  # a paused process must run to act on SIGTERM
             process.terminate()
     _, alive = psutil.wait_procs(procs, timeout=STOP_TIMEOUT)
     for process in alive:
         with contextlib.suppress(psutil.NoSuchProcess):
             process.kill()
     psutil.wait_procs(alive, timeout=STOP_TIMEOUT)
-    if record.get("own_base"):
-        shutil.rmtree(record["base_dir"], ignore_errors=True)
 
 
-def _node_processes(base_dir: Path) -> list[psutil.Process]:
-    """Node processes whose data directory is in ``base_dir``: found by their command
-    line, so a node restarted during the run (a new pid) is found too."""
+def _started_in(base_dir: Path, module: str, flag: str) -> list[psutil.Process]:
+    """Processes of ``python -m module`` whose ``flag`` names a directory in
+    ``base_dir``: found by their command line, so a node restarted during the run (a new
+    pid) is found too."""
     found = []
     for process in psutil.process_iter(["cmdline"]):
         command = process.info["cmdline"] or []
-        if "cluster.node" not in command:
+        if module not in command:
             continue
         with contextlib.suppress(ValueError, IndexError):
-            if Path(command[command.index("--data-dir") + 1]).parent == base_dir:
+            if Path(command[command.index(flag) + 1]).parent == base_dir:
                 found.append(process)
     return found

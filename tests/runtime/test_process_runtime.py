@@ -15,6 +15,7 @@ import pika
 import psutil
 import pytest
 
+from faults.lazyfs import fuse_unavailable, unmount_under
 from faults.management import Management
 from faults.process import ProcessState
 from harness.ha_cases import wait_for
@@ -129,13 +130,15 @@ def test_the_next_runtime_stops_what_a_sigkilled_harness_left(
         env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)})
     assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
     left = psutil.Process(holder.pid).children(recursive=True)
-    assert len(left) == 3, "two nodes and the toxiproxy"
+    on_lazyfs = fuse_unavailable() is None
+    assert len(left) == 3 + 2 * on_lazyfs, "two nodes, the toxiproxy, a lazyfs per node"
     holder.send_signal(signal.SIGKILL)
     holder.wait()
     assert all(p.is_running() for p in left), "nodes outlive their harness"
     assert len(ledger.reap(stop_recorded)) == 1
     wait_for(lambda: not any(p.is_running() for p in left), "the left processes to stop")
     assert list(ledger.ledger_dir().iterdir()) == []
+    assert unmount_under(tmp_path) == [], "no lazyfs left mounted"
     run_dirs = [p for p in tmp_path.iterdir()
                 if p.name.startswith("mirrorchaos-") and p != ledger.ledger_dir()]
     assert run_dirs == [], "the run's own directory is removed too"
