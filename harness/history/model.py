@@ -33,7 +33,7 @@ OPS = CLIENT_OPS | FAULT_OPS | NODE_OPS
 # Node-failure fault kinds the checker reasons about (with the admin kinds policy, sync
 # and forget); any other kind (latency, bandwidth, slicer, reset_peer, limit_data,
 # slow_close, timeout, ...) is kept as context for anomalies.
-CRASH_FAULTS = frozenset({"kill", "pause", "restart"})
+CRASH_FAULTS = frozenset({"kill", "power-loss", "pause", "restart"})
 SHUTDOWN_FAULTS = frozenset({"stop"})
 PARTITION_FAULT = "partition"
 

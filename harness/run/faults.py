@@ -16,11 +16,11 @@ from harness.history import HistoryWriter
 from harness.scenarios.nemesis import MASTER_OUT, SYMBOLIC
 
 # nemesis op -> the fault kind the checker knows it by (a degrade is named by its toxic)
-_KINDS = {"kill": "kill", "stop": "stop", "pause": "pause", "restart": "restart",
+_KINDS = {"kill": "kill", "power-loss": "power-loss", "stop": "stop", "pause": "pause", "restart": "restart",
           "rolling-restart": "restart", "partition": "partition", "set-policy": "policy",
           "clear-policy": "policy", "sync-queue": "sync"}
 # ops that undo earlier faults rather than start one
-_ENDING = {"resume": {"pause"}, "start": {"kill", "stop"}}
+_ENDING = {"resume": {"pause"}, "start": {"kill", "power-loss", "stop"}}
 # ops whose fault is over when the op returns (the node is back, the sync is complete)
 _SELF_ENDING = {"restart", "rolling-restart", "sync-queue"}
 

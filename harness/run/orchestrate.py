@@ -163,11 +163,13 @@ def history_config(scenario: Scenario, members: dict[str, list[str]]) -> dict[st
     }
 
 
-def make_runtime(name: str) -> Runtime:
+def make_runtime(name: str, *, loses_power: bool = False) -> Runtime:
+    """``loses_power``: the scenario can lose unsynced writes, so local nodes keep their
+    data on lazyfs where FUSE works."""
     # cast: the runtimes' ``__enter__`` is typed as their base class, not as `Cluster`.
     if name == "process":
         from harness.runtime.process import ProcessRuntime
-        return cast(Runtime, ProcessRuntime())
+        return cast(Runtime, ProcessRuntime(lazyfs=None if loses_power else False))
     try:
         from harness.runtime.docker import DockerRuntime  # type: ignore[import-not-found,unused-ignore]
     except ImportError as exc:
@@ -448,7 +450,7 @@ def run_scenario(scenario: Scenario, options: RunOptions,
                  on_start: Callable[[RunStatus], None] = lambda _: None) -> RunOutcome:
     scenario = effective_scenario(scenario, options)
     seed = root_seed(scenario, options)
-    runtime = make_runtime(scenario.runtime)
+    runtime = make_runtime(scenario.runtime, loses_power=scenario.loses_power)
     run_dir = new_run_dir(options.store, scenario.name, seed)
     return ScenarioRun(scenario, seed, run_dir, runtime).execute(on_start)
 

@@ -147,11 +147,13 @@ class ProcessCluster(ClusterBase):
 class ProcessRuntime:
     """``detached``: the cluster is meant to outlive this process (`mirrorchaos cluster
     up`); it is not in the ledger, and only ``cluster down`` removes it. ``lazyfs``:
-    data directories on lazyfs; None = where FUSE works, True = required."""
+    data directories on lazyfs, so the ``power-loss`` fault can lose unsynced writes
+    (fsync then reaches no disk: runs that never lose power keep the real one); None =
+    where FUSE works, True = required."""
 
     name = "process"
 
-    def __init__(self, *, detached: bool = False, lazyfs: bool | None = None) -> None:
+    def __init__(self, *, detached: bool = False, lazyfs: bool | None = False) -> None:
         self.detached = detached
         self.lazyfs = lazyfs
 

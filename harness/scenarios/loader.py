@@ -32,7 +32,7 @@ _MISSING = object()
 _POSITIVE = {"nodes", "tick", "workload.rate", "workload.window", "workload.prefetch",
              "workload.get_rate", "workload.tx_batch", "workload.confirm_timeout",
              "workload.heartbeat", "phases.drain_timeout", "nemesis.hold"}
-_OPTIONS = {"none": (), "kill": (), "stop": (), "pause": (), "restart": (),
+_OPTIONS = {"none": (), "kill": (), "stop": (), "pause": (), "power-loss": (), "restart": (),
             "rolling-restart": (), "partition": ("kind", "mode", "from", "to"),
             "degrade": ("toxic", "links", "stream", "attributes", "toxicity"),
             "policy": ("definition", "pattern"), "sequence": ("steps",),

@@ -9,8 +9,8 @@ from typing import Any, Literal
 from harness.workload.spec import WorkloadSpec
 
 # What nemesis packages a scenario can name; see harness/scenarios/nemesis.py.
-PACKAGES = ("none", "kill", "stop", "pause", "restart", "rolling-restart", "partition",
-            "degrade", "policy", "sequence", "combined")
+PACKAGES = ("none", "kill", "stop", "pause", "power-loss", "restart", "rolling-restart",
+            "partition", "degrade", "policy", "sequence", "combined")
 PartitionHandling = Literal["ignore", "pause_minority", "autoheal"]
 RuntimeName = Literal["process", "docker"]
 
@@ -69,6 +69,14 @@ class Scenario:
     @property
     def node_names(self) -> list[str]:
         return [f"n{i}" for i in range(1, self.nodes + 1)]
+
+    @property
+    def loses_power(self) -> bool:
+        """Whether its nemesis can lose the nodes' unsynced writes (``power-loss``)."""
+        spec = self.nemesis
+        steps = spec.options.get("steps", []) if spec.package == "sequence" else []
+        return spec.package == "power-loss" or any(
+            isinstance(step, dict) and step.get("f") == "power-loss" for step in steps)
 
     @property
     def runtime_seconds(self) -> float:

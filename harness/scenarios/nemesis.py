@@ -23,8 +23,8 @@ from harness.scenarios.model import Scenario
 POLICY_NAME = "mirrorchaos"  # the run's own policy, set at the start on the workload's queues
 SYMBOLIC = ("master", "mirror")  # targets resolved when the op is invoked
 MASTER_OUT = "master-out"  # degrade links: the node links from the master when invoked
-_PROCESS = ("kill", "stop", "pause")
-_SEQUENCE_FS = ("kill", "stop", "pause", "resume", "start", "restart", "rolling-restart",
+_PROCESS = ("kill", "stop", "pause", "power-loss")
+_SEQUENCE_FS = ("kill", "stop", "pause", "power-loss", "resume", "start", "restart", "rolling-restart",
                 "partition", "degrade", "set-policy", "clear-policy", "sync-queue", HEAL)
 
 

@@ -78,8 +78,9 @@ def test_the_process_runtime_says_once_why_it_runs_without_lazyfs(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(runtime_process, "fuse_unavailable", lambda: "no /dev/fuse here")
     for _ in range(2):
-        assert ProcessRuntime()._lazyfs() == (False, "FUSE cannot be used here: no /dev/fuse here")
+        assert ProcessRuntime(lazyfs=None)._lazyfs() == (
+            False, "FUSE cannot be used here: no /dev/fuse here")
     assert capsys.readouterr().err.count("no /dev/fuse here") == 1
     with pytest.raises(ClusterStartError, match="no /dev/fuse here"):
         ProcessRuntime(lazyfs=True)._lazyfs()
-    assert ProcessRuntime(lazyfs=False)._lazyfs()[0] is False
+    assert ProcessRuntime()._lazyfs()[0] is False
