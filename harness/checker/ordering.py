@@ -6,6 +6,9 @@ about the broker's dispatch order (their links differ); within one channel, TCP 
 it. A first delivery flagged ``redelivered`` was delivered before, unseen (e.g. to a
 consumer whose connection died), so it is requeued and exempt. Requeue points are the
 record's nacks/rejects with requeue, recovers, consumer disconnects and failure faults.
+The final drain's gets (process ``drain``: sequential, on one channel, after the
+workload stopped) are excused by a failover only: a requeue puts a message back at its
+place, so it cannot reorder what the drain gets.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from harness.checker.protocol import Handler, Observer
 from harness.checker.result import Result
 from harness.checker.run import Run
 from harness.history.model import Event
+
+DRAIN_PROCESS = "drain"
 
 
 class Ordering(Streaming):
@@ -54,7 +59,9 @@ class _Ordering:
             latest[0], latest[1], latest[2] = ev.seq, ev.time, ev.msg
             return
         timeline = self.run.timeline
-        requeued = max(timeline.requeued_at.get(queue, float("-inf")), timeline.failover_at)
+        requeued = timeline.failover_at
+        if ev.process != DRAIN_PROCESS:
+            requeued = max(timeline.requeued_at.get(queue, requeued), requeued)
         if ev.redelivered or requeued >= latest[1]:
             self.allowed += 1
             return
