@@ -68,6 +68,7 @@ def test_a_consumer_disconnect_in_between_is_a_requeue() -> None:
     b.deliver("p1-2", "c2")
     b.disconnect("c2", type="info")
     b.deliver("p1-1", "c2")
+    b.deliver("p1-2", "c2", redelivered=True)  # requeued by the disconnect
     b.drain()
     assert run(b).valid is True
 
