@@ -112,20 +112,22 @@ class _Resurrected:
         faults = timeline.faults()
         changes = changes_from(faults, timeline.syncs, run.header.nodes,
                                run.header.partition_handling)
-        masters = {q: replayed(run.header, changes, q).masters
-                   for q in {a.queue for a in self.again}}
+        replays = {q: replayed(run.header, changes, q) for q in {a.queue for a in self.again}}
         violations = Grouper()
         allowed = 0
         g = self.grace
         for a in self.again:
-            master = master_at(masters[a.queue], a.acked)
+            masters = replays[a.queue].masters
+            master = master_at(masters, a.acked)
             if (a.acker is None or timeline.disconnected(a.acker, a.acked, a.acked + g)
                     or timeline.disconnected(a.receiver, a.time, a.time + g)
                     or any(is_failure(f) and f.overlaps(a.acked - g, a.acked + g) and (
-                        touches(f, master) or touches(f, master_at(masters[a.queue], f.start)))
+                        touches(f, master) or touches(f, master_at(masters, f.start)))
                         for f in faults)
                     or any(is_link_fault(f) and f.overlaps(a.acked, a.time) and (
-                        touches(f, master) or touches(f, a.acker_node)) for f in faults)):
+                        touches(f, master) or touches(f, a.acker_node)) for f in faults)
+                    or any(down < a.time and back > a.acked
+                           for down, back in replays[a.queue].outages)):
                 allowed += 1
                 continue
             violations.add("resurrected", a.msg,

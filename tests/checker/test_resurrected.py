@@ -103,3 +103,17 @@ def test_an_ack_before_any_delivery_acknowledges_nothing() -> None:
     b.ack("p1-1")
     b.drain()
     assert violated(run(b), "resurrected") == []
+
+
+def test_a_queue_down_between_the_ack_and_the_redelivery_may_reload_the_ack() -> None:
+    b = builder(members=("n1",), policy={"ha-mode": "none"})  # no mirror to promote
+    b.consume("c1", node="n2")
+    b.publish("p1-1")
+    b.deliver("p1-1", node="n2")
+    b.at(1.0).ack("p1-1")
+    kill = b.at(5.0).fault("kill", ["n1"])
+    b.at(6.0).heal(kill)
+    b.at(10.0).deliver("p1-1", redelivered=True, node="n2")
+    b.ack("p1-1")
+    b.drain()
+    assert part(run(b), "resurrected").counts == {"resurrected": 0, "resurrected_allowed": 1}
