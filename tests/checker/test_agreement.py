@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.checker import check
+from harness.checker.lost import Lost
 from harness.history import HistoryBuilder
 from tests.checker.histories import NODES, builder, part, run
 
@@ -88,3 +90,8 @@ def test_a_node_that_could_not_be_asked_decides_nothing() -> None:
     result = part(run(b), "agreement")
     assert result.valid is True
     assert [u["node"] for u in result.data["cluster_state_unasked"]] == ["n3"]
+
+
+def test_a_pass_without_the_agreement_checker_skips_cluster_state_lines() -> None:
+    b = _states(builder())
+    assert check(b.build(), [Lost()]).valid is True
