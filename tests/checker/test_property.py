@@ -4,6 +4,7 @@ anomalies injected into them, and nothing on the unmodified history.
 The model is a correct broker: publishes enqueue in order, deliveries take the head of
 the queue, a requeue (nack, or a consumer's connection dropping) puts a message back at
 its original position flagged ``redelivered``, and a final drain empties every queue.
+Consumers say prefetch 1, so the requeue ordering check judges these histories too.
 Injections: drop every delivery of a confirmed message (lost), deliver a message again
 without the flag (duplicate), swap two consecutive first deliveries of one producer to
 one consumer with no requeue between them (reordered), deliver an id nobody published
@@ -82,7 +83,7 @@ class Model:
             bisect.insort(self.queued[queue], (position, msg, True))
         self.emit(consumer, "connect", "ok", node="n1")
         for queue in QUEUES:
-            self.emit(consumer, "consume", "ok", queue=queue, mode="ack")
+            self.emit(consumer, "consume", "ok", queue=queue, mode="ack", prefetch=1)
 
     def drain(self) -> None:
         self.emit("harness", "drain", "invoke")
@@ -100,7 +101,7 @@ def model_runs(draw: st.DrawFn) -> Model:
     consumers = [f"c{i}" for i in range(model.consumers)]
     for consumer in [*consumers, "drainer"]:
         for queue in QUEUES:
-            model.emit(consumer, "consume", "ok", queue=queue, mode="ack")
+            model.emit(consumer, "consume", "ok", queue=queue, mode="ack", prefetch=1)
     steps = draw(st.lists(st.sampled_from(
         ["publish"] * 4 + ["deliver"] * 4 + ["ack"] * 3 + ["requeue", "drop"]),
         min_size=10, max_size=80))
