@@ -96,12 +96,13 @@ class _Stalls:
             pending.append((ev.time, log, ev.seq))
 
     def delivery(self, ev: Event) -> None:
-        log = self.run.log
-        if log is None or not self.consumers:
+        if not self.consumers or ev.msg is None:
             return
-        pending = self.confirmed.get(self.run.ledger.queues[log.queue[ev.seq]])
-        while pending and pending[0][1].count[pending[0][2]]:
-            pending.popleft()
+        log = self.run.log
+        if log is not None:
+            pending = self.confirmed.get(self.run.ledger.queues[log.queue[ev.seq]])
+            while pending and pending[0][1].count[pending[0][2]]:
+                pending.popleft()
         assert ev.queue is not None
         consumer = self.consumers.get((ev.process, ev.queue))
         if consumer is None:

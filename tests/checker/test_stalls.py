@@ -95,3 +95,11 @@ def test_a_consumer_that_stopped_consuming_is_not_idle() -> None:
     b = _waiting_from_1()
     b.at(2.0).cancel("c1")
     assert run(_delivered_at(b, 20.0)).valid is True
+
+
+def test_a_foreign_delivery_held_unacked_takes_room_too() -> None:
+    b = builder()
+    b.consume("c1", prefetch=1)
+    b.deliver("garbage")  # not a message the harness published, but it fills the prefetch
+    b.at(1.0).publish("p1-1")
+    assert part(run(_delivered_at(b, 20.0)), "stalled").valid is True
