@@ -6,8 +6,9 @@ queue are ``split-brain``: a caveat under ``ignore`` partition handling, where t
 design stays split until a side restarts, a violation otherwise. Before the drain (the
 workload stopped and every queue was synchronised), a mirror the master lists as
 synchronised must hold as many messages as the master. A node that could not be asked
-(``cluster-state fail``) is only listed in the result's data. Anomalies of this
-checker name the nodes involved where others name messages.
+(``cluster-state fail``) is only listed in the result's data. Each kind is its own
+checker (one JUnit case each); their anomalies name the nodes involved where others
+name messages.
 """
 
 from __future__ import annotations
@@ -27,16 +28,26 @@ _SPLIT_BRAIN_CAVEAT = {"ignore": "partition-split-brain"}
 Report = Mapping[str, Any]  # one queue as one node reports it
 
 
-class Agreement(Streaming):
-    name = "agreement"
+class Disagreement(Streaming):
+    name = "disagreement"
 
     def start(self, run: Run) -> Observer:
-        return _Agreement(run)
+        return _Agreement(run, self.name)
+
+
+class SplitBrain(Streaming):
+    name = "split-brain"
+
+    def start(self, run: Run) -> Observer:
+        return _Agreement(run, self.name)
 
 
 class _Agreement:
-    def __init__(self, run: Run) -> None:
+    """Compares the nodes' reports; keeps the anomalies of one kind."""
+
+    def __init__(self, run: Run, kind: str) -> None:
         self.run = run
+        self.kind = kind
         self.phases: dict[str, dict[str, Mapping[str, Report]]] = {}  # phase -> node -> queues
         self.unasked: list[dict[str, Any]] = []
 
@@ -56,17 +67,18 @@ class _Agreement:
         caveats: list[Anomaly] = []
         for phase, nodes in self.phases.items():
             for anomaly in _compare(phase, nodes):
-                if anomaly.kind == "split-brain" and caveat is not None:
+                if anomaly.kind != self.kind:
+                    continue
+                if anomaly.kind == SplitBrain.name and caveat is not None:
                     anomaly.caveat = caveat
                     caveats.append(anomaly)
                 else:
                     violations.append(anomaly)
-        counts = {"disagreement": sum(a.kind == "disagreement" for a in violations),
-                  "split_brain": sum(a.kind == "split-brain" for a in violations + caveats)}
+        counts = {self.kind.replace("-", "_"): len(violations) + len(caveats)}
         data: dict[str, Any] = {"cluster_state_phases": sorted(self.phases)}
         if self.unasked:
             data["cluster_state_unasked"] = self.unasked
-        return Result(Agreement.name, not violations, counts, violations, caveats, data)
+        return Result(self.kind, not violations, counts, violations, caveats, data)
 
 
 def _compare(phase: str, nodes: Mapping[str, Mapping[str, Report]]) -> list[Anomaly]:

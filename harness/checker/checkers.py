@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from harness.checker.agreement import Agreement
-from harness.checker.cancels import Cancels
+from harness.checker.agreement import Disagreement, SplitBrain
+from harness.checker.cancels import CancelMissing, CancelUnexpected
 from harness.checker.completeness import Completeness
 from harness.checker.compose import Composed
 from harness.checker.duplicates import Duplicates
 from harness.checker.latency import Latency
 from harness.checker.lost import Lost
 from harness.checker.ordering import Ordering
-from harness.checker.promotions import Promotions
+from harness.checker.promotions import WrongPromotion
 from harness.checker.protocol import StreamingChecker
 from harness.checker.recovered import Recovered
-from harness.checker.requeues import RequeueOrder
 from harness.checker.result import Result
 from harness.checker.resurrected import Resurrected
 from harness.checker.stalls import Stalls
@@ -26,8 +25,8 @@ from harness.history.reader import History
 def default_checkers(bucket_s: float = 1.0) -> list[StreamingChecker]:
     """One checker per concern; each becomes one JUnit test case in reports."""
     return [Completeness(), Lost(), LostUnacked(), Unexpected(), Duplicates(), Resurrected(),
-            Recovered(), Ordering(), RequeueOrder(), Cancels(), Stalls(), Agreement(),
-            Promotions(), Latency(bucket_s), Throughput(bucket_s)]
+            Recovered(), Ordering(), CancelMissing(), CancelUnexpected(), Stalls(),
+            Disagreement(), SplitBrain(), WrongPromotion(), Latency(bucket_s), Throughput(bucket_s)]
 
 
 def check(history: History, checkers: list[StreamingChecker] | None = None) -> Result:

@@ -13,7 +13,9 @@ The final drain (process ``drain``: sequential gets on one channel, after the wo
 stopped) sees what is left in the queue, which a requeue leaves in publish order (a
 requeued message goes back to its place): every get of it is judged, flagged or not,
 first delivery or not, and only a failover, or a requeue recorded up to a second before
-(its broker side may lag the record), excuses a get out of order.
+(its broker side may lag the record), excuses a get out of order. A requeued message
+must also come back before its consumer gets more than its prefetch of later ones
+(requeues.py).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Mapping
 from harness.checker.anomalies import Grouper
 from harness.checker.compose import Streaming
 from harness.checker.protocol import Handler, Observer
+from harness.checker.requeues import Requeues
 from harness.checker.result import Result
 from harness.checker.run import Run
 from harness.history.model import Event
@@ -47,11 +50,13 @@ class _Ordering:
         self.violations = Grouper()
         self.pairs: list[list[str]] = []
         self.allowed = 0
+        self.requeues = Requeues(run, self.violations)
 
     def handlers(self) -> Mapping[str, Handler]:
-        return {"deliver": self.delivery, "get": self.delivery}
+        return {"deliver": self.delivery, "get": self.delivery, **self.requeues.handlers()}
 
     def delivery(self, ev: Event) -> None:
+        self.requeues.delivery(ev)
         log = self.run.log
         if log is None:
             return  # unknown: another checker's
@@ -87,7 +92,8 @@ class _Ordering:
         self.pairs.append([ev.msg, latest[2]])
 
     def finish(self) -> Result:
-        counts = {"reordered": len(self.violations), "reordered_allowed": self.allowed}
+        counts = {**self.requeues.finish(), "reordered_allowed": self.allowed}
+        counts["reordered"] = len(self.violations)
         data = {"reordered": self.pairs} if self.pairs else {}
         return Result("ordering", not self.violations, counts,
                       self.violations.anomalies(self.run.timeline), data=data)

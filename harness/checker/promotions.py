@@ -29,8 +29,8 @@ _EARLY_S = 1.0  # a report may precede the fault's record by scheduling noise
 _UNMODELLED_PARTITIONS = frozenset({"ignore", "autoheal"})
 
 
-class Promotions(Streaming):
-    name = "promotions"
+class WrongPromotion(Streaming):
+    name = "wrong-promotion"
 
     def __init__(self, slack_s: float = SLACK_S) -> None:
         self.slack_s = slack_s
@@ -91,4 +91,4 @@ class _Promotions:
                       f"record the eldest eligible mirror was {predicted}", changed, r.time,
                       r.queue)
         counts = {"wrong_promotion": len(wrong), "promotions_unjudged": unjudged}
-        return Result(Promotions.name, not wrong, counts, wrong.anomalies(timeline))
+        return Result(WrongPromotion.name, not wrong, counts, wrong.anomalies(timeline))

@@ -1,4 +1,5 @@
-"""``reordered`` across requeues: a requeued message comes back before later ones.
+"""``reordered`` across requeues (part of the ordering checker): a requeued message
+comes back before later ones.
 
 A message nacked or rejected with ``requeue=true`` goes back to its place in the queue
 (by sequence), so it is the next one the queue dispatches. A consumer with prefetch P
@@ -16,19 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from harness.checker.anomalies import Grouper
-from harness.checker.compose import Streaming
-from harness.checker.protocol import Handler, Observer
+from harness.checker.protocol import Handler
 from harness.checker.record import FAILURE_FAULTS
-from harness.checker.result import Result
 from harness.checker.run import Run
 from harness.history.model import Event
-
-
-class RequeueOrder(Streaming):
-    name = "requeue-order"
-
-    def start(self, run: Run) -> Observer:
-        return _RequeueOrder(run)
 
 
 @dataclass
@@ -45,16 +37,21 @@ class _Watch:
     later: int = 0  # first deliveries of later messages since the requeue
 
 
-class _RequeueOrder:
-    def __init__(self, run: Run) -> None:
+class Requeues:
+    """Watches requeued messages; accuses into the ordering checker's ``violations``.
+    Its ``delivery`` is called by that checker for every delivery."""
+
+    def __init__(self, run: Run, violations: Grouper) -> None:
         self.run = run
         self.by_msg: dict[str, _Watch] = {}
         self.by_session: dict[tuple[str, str], list[_Watch]] = {}
-        self.violations = Grouper()
+        self.violations = violations
+        self.accused = 0
         self.unjudged = 0
 
     def handlers(self) -> Mapping[str, Handler]:
-        return {"deliver": self.delivery, "get": self.delivery, "nack": self.requeue,
+        """Handlers for everything but deliveries."""
+        return {"nack": self.requeue,
                 "reject": self.requeue, "recover": self.recover,
                 "disconnect": self.forget_all, "cancel": self.cancel,
                 "fault-start": self.fault}
@@ -117,17 +114,17 @@ class _RequeueOrder:
         self.by_session[(watch.process, watch.queue)].remove(watch)
 
     def _accuse(self, watch: _Watch, until: float) -> None:
+        self.accused += 1
         self.violations.add(
             "reordered", watch.msg,
             f"requeued by {watch.process} (prefetch {watch.prefetch}), which then got "
             f"{watch.later} later messages of its producer first", watch.sent, until,
             watch.queue)
 
-    def finish(self) -> Result:
+    def finish(self) -> dict[str, int]:
+        """Accuse what never came back; the counts for the ordering checker's result."""
         for watch in list(self.by_msg.values()):
             if watch.later > watch.prefetch:
                 self._accuse(watch, self.run.last or watch.sent)
-        counts = {"reordered_after_requeue": len(self.violations),
-                  "requeue_order_unjudged": self.unjudged}
-        return Result(RequeueOrder.name, not self.violations, counts,
-                      self.violations.anomalies(self.run.timeline))
+        return {"reordered_after_requeue": self.accused,
+                "requeue_order_unjudged": self.unjudged}

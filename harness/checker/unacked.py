@@ -71,11 +71,12 @@ class _LostUnacked:
             producer, _, digits = msg.rpartition("-")
             log, seq = ledger.producers[producer], int(digits)
             until = timeline.drain_time(queue)
+            if not timeline.disconnected(receiver, delivered,
+                                         float("inf") if until is None else until):
+                held += 1  # its receiver may still hold it: nothing to expect
+                continue
             if until is None:
                 undrained[queue] += 1
-                continue
-            if not timeline.disconnected(receiver, delivered, until):
-                held += 1  # its receiver may still hold it: nothing to expect
                 continue
             verdict = rules.explain(queue, log.sent[seq], bool(log.flags[seq] & TRANSIENT),
                                     until)

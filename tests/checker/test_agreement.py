@@ -31,14 +31,14 @@ def _states(b: HistoryBuilder, phase: str = "before-drain",
 
 
 def _kinds(b: HistoryBuilder) -> list[tuple[str, str | None]]:
-    result = part(run(b), "agreement")
+    result = run(b)
     return sorted((a.kind, a.caveat) for a in result.violations + result.caveats)
 
 
 def test_nodes_that_agree_are_valid() -> None:
     result = run(_states(builder()))
     assert result.valid is True
-    assert part(result, "agreement").data["cluster_state_phases"] == ["before-drain"]
+    assert part(result, "disagreement").data["cluster_state_phases"] == ["before-drain"]
 
 
 def test_different_mirror_sets_are_a_disagreement() -> None:
@@ -59,7 +59,7 @@ def test_a_queue_missing_on_one_node_is_a_disagreement() -> None:
 
 def test_a_synchronised_mirror_with_another_count_before_the_drain_disagrees() -> None:
     b = _states(builder(), n3={"q": _view(local=4)})
-    (anomaly,) = part(run(b), "agreement").violations
+    (anomaly,) = part(run(b), "disagreement").violations
     assert anomaly.kind == "disagreement" and anomaly.messages == ["n1", "n3"]
 
 
@@ -87,7 +87,7 @@ def test_a_node_that_could_not_be_asked_decides_nothing() -> None:
     b.cluster_state("n2", "before-drain", {"q": _view()})
     b.cluster_state("n3", "before-drain", type="fail")
     b.drain()
-    result = part(run(b), "agreement")
+    result = part(run(b), "split-brain")
     assert result.valid is True
     assert [u["node"] for u in result.data["cluster_state_unasked"]] == ["n3"]
 

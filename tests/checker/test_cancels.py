@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from harness.checker import check
-from harness.checker.cancels import Cancels
+from harness.checker.cancels import CancelMissing
 from harness.history import HistoryBuilder
-from tests.checker.histories import NODES, builder, part, run, violated
+from tests.checker.histories import NODES, builder, run, violated
 
 
 def _consumer_on_n2(asked: bool | None = True, members: tuple[str, ...] = NODES,
@@ -56,7 +56,7 @@ def test_a_promotion_report_times_the_bound_but_its_absence_excuses_nothing() ->
 def test_the_bound_is_configurable() -> None:
     b = _master_killed_at_5(_consumer_on_n2())
     b.at(16.0).cancel("c1", type="info")
-    assert check(_ends_at_30(b).build(), [Cancels(bound_s=20.0)]).valid is True
+    assert check(_ends_at_30(b).build(), [CancelMissing(bound_s=20.0)]).valid is True
 
 
 def test_a_session_that_ends_before_the_bound_is_not_judged() -> None:
@@ -68,7 +68,7 @@ def test_a_session_that_ends_before_the_bound_is_not_judged() -> None:
 def test_a_history_that_ends_before_the_bound_is_not_judged() -> None:
     b = _master_killed_at_5(_consumer_on_n2())
     b.at(9.0).drain()
-    assert part(run(b), "cancels").valid is True
+    assert run(b).valid is True
 
 
 def test_a_mirror_failing_moves_no_master_and_asks_for_no_cancel() -> None:
@@ -81,7 +81,7 @@ def test_a_consumer_whose_own_node_is_paused_is_not_judged() -> None:
     b = builder()
     b.consume("c1", node="n1", cancel_on_failover=True)
     b.at(5.0).fault("pause", ["n1"])
-    assert part(run(_ends_at_30(b)), "cancels").valid is True
+    assert run(_ends_at_30(b)).valid is True
 
 
 def test_a_consumer_that_did_not_ask_is_not_cancelled_on_failover() -> None:
@@ -94,11 +94,11 @@ def test_a_consumer_that_did_not_ask_may_be_cancelled_when_its_queue_is_down() -
     b = _consumer_on_n2(asked=False, members=("n1",), policy={"ha-mode": "none"})
     _master_killed_at_5(b)
     b.at(7.0).cancel("c1", type="info")
-    assert part(run(_ends_at_30(b)), "cancels").valid is True
+    assert run(_ends_at_30(b)).valid is True
 
 
 def test_sessions_whose_consume_line_does_not_say_are_not_judged() -> None:
     b = _master_killed_at_5(_consumer_on_n2(asked=None))
     b.at(7.0).cancel("c1", type="info")
     b.consume("c1", node="n2")
-    assert part(run(_ends_at_30(b)), "cancels").valid is True
+    assert run(_ends_at_30(b)).valid is True

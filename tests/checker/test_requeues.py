@@ -37,7 +37,7 @@ def _then(b: HistoryBuilder, *later: str, back_to: str = "c1") -> HistoryBuilder
 def test_more_than_prefetch_later_messages_before_the_requeued_one_is_a_reordering() -> None:
     result = run(_then(_requeued_by_c1(), "p1-2", "p1-3", "p1-4"))
     assert violated(result, "reordered") == ["p1-1"]
-    assert part(result, "requeue-order").counts["reordered_after_requeue"] == 1
+    assert part(result, "ordering").counts["reordered_after_requeue"] == 1
 
 
 def test_up_to_prefetch_later_messages_may_have_been_in_flight() -> None:
@@ -47,20 +47,20 @@ def test_up_to_prefetch_later_messages_may_have_been_in_flight() -> None:
 
 def test_a_requeued_message_that_goes_to_another_consumer_is_not_judged() -> None:
     result = run(_then(_requeued_by_c1(), "p1-2", "p1-3", "p1-4", back_to="c2"))
-    assert part(result, "requeue-order").valid is True
-    assert part(result, "requeue-order").counts["requeue_order_unjudged"] == 1
+    assert part(result, "ordering").valid is True
+    assert part(result, "ordering").counts["requeue_order_unjudged"] == 1
 
 
 def test_a_consumer_without_a_known_prefetch_is_not_judged() -> None:
     result = run(_then(_requeued_by_c1(prefetch=None), "p1-2", "p1-3", "p1-4"))
-    assert part(result, "requeue-order").valid is True
+    assert part(result, "ordering").valid is True
 
 
 def test_a_disconnect_in_between_may_requeue_anything() -> None:
     b = _requeued_by_c1()
     b.disconnect("c2", type="info")
     result = run(_then(b, "p1-2", "p1-3", "p1-4"))
-    assert part(result, "requeue-order").valid is True
+    assert part(result, "ordering").valid is True
 
 
 def test_redeliveries_of_later_messages_do_not_count() -> None:
@@ -70,7 +70,7 @@ def test_redeliveries_of_later_messages_do_not_count() -> None:
     b.deliver("p1-2", redelivered=True)
     b.ack("p1-2")
     result = run(_then(b, "p1-3", "p1-4"))
-    assert part(result, "requeue-order").valid is True
+    assert part(result, "ordering").valid is True
 
 
 def _drain_gets(b: HistoryBuilder, *msgs: str) -> None:
