@@ -63,10 +63,15 @@ class _Resurrected:
         self.acks: dict[str, tuple[array[float], bytearray]] = {}
         self.ackers: list[tuple[str, str | None]] = []
         self._acker_index: dict[tuple[str, str | None], int] = {}
+        self._stored: dict[str, int] = {}  # process -> what its acks store, until it connects
         self.again: list[_Again] = []
 
     def handlers(self) -> Mapping[str, Handler]:
-        return {"ack": self.ack, "deliver": self.delivery, "get": self.delivery}
+        return {"ack": self.ack, "deliver": self.delivery, "get": self.delivery,
+                "connect": self.connect}
+
+    def connect(self, ev: Event) -> None:
+        self._stored.pop(ev.process, None)  # it may be on another node now
 
     def ack(self, ev: Event) -> None:
         log = self.run.log
@@ -76,21 +81,29 @@ class _Resurrected:
         kept = self.acks.get(log.name)
         if kept is None:
             kept = self.acks[log.name] = (array("f"), bytearray())
-        times, by = kept
+        by = kept[1]
         if seq >= len(by):
             extra = len(log.flags) - len(by)  # the ledger's capacity, grown as it grows
-            times.frombytes(bytes(4 * extra))
+            kept[0].frombytes(bytes(4 * extra))
             by.extend(bytes(extra))
-        process = ev.process
-        key = (process, ev.node or self.run.timeline.process_node.get(process))
+        stored = self._stored.get(ev.process) if ev.node is None else None
+        if stored is None:
+            stored = self._acker(ev)
+        kept[0][seq] = ev.time - self.t0
+        by[seq] = stored
+
+    def _acker(self, ev: Event) -> int:
+        """What an ack by ``ev``'s sender stores: 1 + its index, or _UNNAMED."""
+        node = ev.node or self.run.timeline.process_node.get(ev.process)
+        key = (ev.process, node)
         index = self._acker_index.get(key)
-        if index is None:
-            index = _UNNAMED - 1
-            if len(self.ackers) < _UNNAMED - 1:
-                index = self._acker_index[key] = len(self.ackers)
-                self.ackers.append(key)
-        times[seq] = ev.time - self.t0
-        by[seq] = index + 1
+        if index is None and len(self.ackers) < _UNNAMED - 1:
+            index = self._acker_index[key] = len(self.ackers)
+            self.ackers.append(key)
+        stored = _UNNAMED if index is None else index + 1
+        if ev.node is None:
+            self._stored[ev.process] = stored
+        return stored
 
     def delivery(self, ev: Event) -> None:
         log = self.run.log

@@ -113,7 +113,7 @@ class _Stalls:
 
     def settled(self, ev: Event) -> None:
         log = self.run.log
-        if ev.type != "ok" or log is None:
+        if not self.consumers or ev.type != "ok" or log is None:
             return
         consumer = self.consumers.get((ev.process, self.run.ledger.queues[log.queue[ev.seq]]))
         if consumer is None:

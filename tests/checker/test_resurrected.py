@@ -117,3 +117,21 @@ def test_a_queue_down_between_the_ack_and_the_redelivery_may_reload_the_ack() ->
     b.ack("p1-1")
     b.drain()
     assert part(run(b), "resurrected").counts == {"resurrected": 0, "resurrected_allowed": 1}
+
+
+def test_the_ackers_node_is_the_one_it_was_connected_to_when_it_acked() -> None:
+    b = builder()
+    b.connect("c1", node="n2")
+    b.consume("c1", node="n2")
+    b.publish("p1-1")
+    b.publish("p1-2")
+    b.deliver("p1-1", node="n2")
+    b.ack("p1-1")
+    b.connect("c1", node="n3")  # a new connection, on another node
+    b.deliver("p1-2", node="n3")
+    b.ack("p1-2")
+    b.at(5.0).heal(b.fault("latency", ["n3"]))
+    b.at(10.0).deliver("p1-1", "c2", redelivered=True)
+    b.deliver("p1-2", "c2", redelivered=True)
+    b.at(12.0).drain()
+    assert violated(run(b), "resurrected") == ["p1-1"]
