@@ -74,6 +74,12 @@ def test_two_masters_are_a_split_brain_violation_under_pause_minority() -> None:
     assert run(b).valid is False
 
 
+def test_two_masters_are_a_split_brain_violation_under_autoheal() -> None:
+    b = _states(builder(partition_handling="autoheal"),
+                n3={"q": _view(master="n3", mirrors=())})
+    assert _kinds(b) == [("split-brain", None)]
+
+
 def test_two_masters_are_a_split_brain_caveat_under_ignore() -> None:
     b = _states(builder(partition_handling="ignore"),
                 n3={"q": _view(master="n3", mirrors=())})

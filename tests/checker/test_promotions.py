@@ -65,3 +65,17 @@ def test_a_link_fault_on_the_predicted_heir_is_not_judged() -> None:
     b = _master_killed_at_5()
     b.at(6.0).fault("latency", ["n2"])
     assert part(run(_reported(b, "n3")), "wrong-promotion").valid is True
+
+
+def test_when_synced_keeps_an_unsynchronised_eldest_mirror_from_being_predicted() -> None:
+    b = builder(policy={"ha-mode": "all", "ha-promote-on-failure": "when-synced"})
+    b.heal(b.fault("kill", ["n2", "n3"]))  # both mirrors rejoin empty: the queue goes down
+    _master_killed_at_5(b)
+    result = run(_reported(b, "n3"))  # no change predicted: nothing to match
+    assert part(result, "wrong-promotion").counts["promotions_unjudged"] == 1
+    b = builder(policy={"ha-mode": "all", "ha-promote-on-failure": "when-synced"})
+    b.heal(b.fault("kill", ["n2"]))  # n2 rejoins last
+    b.at(1.0).add("nemesis", "fault-start", "ok", fault="sync", fault_id="s1", queue="q")
+    b.add("nemesis", "fault-end", "ok", fault="sync", fault_id="s1", queue="q")
+    _master_killed_at_5(b)  # every mirror synchronised: the eldest, n3, is the heir
+    assert violated(run(_reported(b, "n2")), "wrong-promotion") == ["n2"]
