@@ -51,10 +51,8 @@ class Requeues:
 
     def handlers(self) -> Mapping[str, Handler]:
         """Handlers for everything but deliveries."""
-        return {"nack": self.requeue,
-                "reject": self.requeue, "recover": self.recover,
-                "disconnect": self.forget_all, "cancel": self.cancel,
-                "fault-start": self.fault}
+        return {"nack": self.requeue, "reject": self.requeue, "recover": self.recover,
+                "disconnect": self.forget_all, "cancel": self.cancel, "fault-start": self.fault}
 
     def requeue(self, ev: Event) -> None:
         log = self.run.log
