@@ -5,7 +5,8 @@ A message nacked or rejected with ``requeue=true`` goes back to its place in the
 (by sequence), so it is the next one the queue dispatches. A consumer with prefetch P
 had at most P deliveries in flight when its requeue reached the broker; if it then
 records more than P first deliveries of later messages of the same producer and queue
-before getting the requeued message again, the broker put the message behind them.
+before getting the requeued message again, the broker put the message behind them. A
+getter that requeues what its ``basic.get`` returned has nothing in flight: P is 0.
 Receipts on different connections cannot be ordered, so when the message comes back to
 another consumer nothing is judged; nor after a disconnect, a broker cancel, a recover
 or a failure fault, any of which may requeue or reorder.
@@ -46,6 +47,7 @@ class Requeues:
         self.by_msg: dict[str, _Watch] = {}
         self.by_session: dict[tuple[str, str], list[_Watch]] = {}
         self.violations = violations
+        self.last_get: dict[tuple[str, str], str] = {}  # (getter, queue) -> latest message
         self.accused = 0
         self.unjudged = 0
 
@@ -59,16 +61,26 @@ class Requeues:
         if ev.type != "ok" or not ev.requeue or log is None or ev.msg is None:
             return
         queue = self.run.ledger.queues[log.queue[ev.seq]]
-        session = self.run.timeline.open_session(ev.process, queue)
-        if session is None or not session.prefetch:
+        timeline = self.run.timeline
+        session = timeline.open_session(ev.process, queue)
+        if session is not None:
+            prefetch = session.prefetch
+            if not prefetch:
+                return  # unlimited or unknown: no bound on what was in flight
+        elif self.last_get.get((ev.process, queue)) == ev.msg and not any(
+                s.process == ev.process and s.queue == queue for s in timeline.sessions):
+            prefetch = 0  # a getter: each basic.get answers one message, none in flight
+        else:
             return
-        watch = _Watch(ev.msg, ev.process, queue, log.name, ev.seq, session.prefetch,
+        watch = _Watch(ev.msg, ev.process, queue, log.name, ev.seq, prefetch,
                        log.sent[ev.seq])
         self._drop(self.by_msg.get(ev.msg))
         self.by_msg[ev.msg] = watch
         self.by_session.setdefault((ev.process, queue), []).append(watch)
 
     def delivery(self, ev: Event) -> None:
+        if ev.op == "get" and ev.msg is not None:
+            self.last_get[(ev.process, ev.queue or "")] = ev.msg
         if not self.by_msg or ev.msg is None:
             return
         watch = self.by_msg.get(ev.msg)

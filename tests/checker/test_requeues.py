@@ -131,3 +131,44 @@ def test_a_failover_during_the_drain_excuses_its_reordering() -> None:
     _drain_gets(b, "p1-1")
     b.drain()
     assert run(b).valid is True
+
+
+def _got_and_requeued_by_g1() -> HistoryBuilder:
+    b = builder()
+    for seq in range(1, 4):
+        b.publish(f"p1-{seq}")
+    b.get("p1-1")
+    b.reject("p1-1", "g1", requeue=True)
+    return b
+
+
+def test_a_getter_that_requeued_a_message_must_get_it_before_later_ones() -> None:
+    b = _got_and_requeued_by_g1()
+    for msg in ("p1-2", "p1-1", "p1-3"):
+        b.get(msg, redelivered=msg == "p1-1")
+        b.ack(msg, "g1")
+    b.drain()
+    assert violated(run(b), "reordered") == ["p1-1"]
+
+
+def test_a_getter_that_gets_its_requeued_message_next_is_valid() -> None:
+    b = _got_and_requeued_by_g1()
+    for msg in ("p1-1", "p1-2", "p1-3"):
+        b.get(msg, redelivered=msg == "p1-1")
+        b.ack(msg, "g1")
+    b.drain()
+    assert run(b).valid is True
+
+
+def test_a_consumer_that_requeues_a_get_is_judged_by_its_prefetch() -> None:
+    b = builder()
+    b.consume("g1", prefetch=5)  # also consuming: deliveries may be in flight
+    for seq in range(1, 4):
+        b.publish(f"p1-{seq}")
+    b.get("p1-1")
+    b.reject("p1-1", "g1", requeue=True)
+    for msg in ("p1-2", "p1-1", "p1-3"):
+        b.deliver(msg, "g1", redelivered=msg == "p1-1")
+        b.ack(msg, "g1")
+    b.drain()
+    assert run(b).valid is True
