@@ -28,7 +28,14 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from harness.checker.membership import Change, Outcome, Replay, changes_from
+from harness.checker.membership import (
+    Change,
+    Outcome,
+    Replay,
+    changes_from,
+    master_at,
+    replayed,
+)
 from harness.checker.timeline import Timeline
 from harness.history.model import (
     CRASH_FAULTS,
@@ -136,7 +143,7 @@ class LossRules:
         points = self._breaks.get(queue)
         if points is not None:
             return points
-        masters = self._masters(queue)
+        masters = replayed(self.header, self.changes, queue).masters
         found: list[float] = []
         for session in self.timeline.sessions:
             if session.queue != queue or session.mode != "no-ack":
@@ -147,27 +154,12 @@ class LossRules:
                 if not f.applied or f.kind not in _BREAKING_FAULTS or not (
                         session.start <= f.start <= end):
                     continue
-                master = _master_at(masters, f.start)
+                master = master_at(masters, f.start)
                 if session.node in f.targets or master in f.targets:
                     found.append(f.start)
         points = self._breaks[queue] = sorted(found)
         return points
 
-    def _masters(self, queue: str) -> list[tuple[float, str]]:
-        replay = Replay(self.header.queue(queue), self.header.nodes)
-        for change in self.changes:
-            replay.apply(change)
-        return replay.masters
-
     def _at(self, time: float) -> str:
         return f"{time - self.t0:.3f} s"
 
-
-def _master_at(masters: list[tuple[float, str]], time: float) -> str:
-    """The master just before ``time`` (a fault at ``time`` hits the master it found)."""
-    current = masters[0][1]
-    for since, node in masters:
-        if since >= time:
-            break
-        current = node
-    return current

@@ -2,24 +2,31 @@
 
 from __future__ import annotations
 
+from harness.checker.agreement import Disagreement, SplitBrain
+from harness.checker.cancels import CancelMissing, CancelUnexpected
 from harness.checker.completeness import Completeness
 from harness.checker.compose import Composed
 from harness.checker.duplicates import Duplicates
 from harness.checker.latency import Latency
 from harness.checker.lost import Lost
 from harness.checker.ordering import Ordering
+from harness.checker.promotions import WrongPromotion
 from harness.checker.protocol import StreamingChecker
 from harness.checker.recovered import Recovered
 from harness.checker.result import Result
+from harness.checker.resurrected import Resurrected
+from harness.checker.stalls import Stalls
 from harness.checker.throughput import Throughput
+from harness.checker.unacked import LostUnacked
 from harness.checker.unexpected import Unexpected
 from harness.history.reader import History
 
 
 def default_checkers(bucket_s: float = 1.0) -> list[StreamingChecker]:
     """One checker per concern; each becomes one JUnit test case in reports."""
-    return [Completeness(), Lost(), Unexpected(), Duplicates(), Recovered(), Ordering(),
-            Latency(bucket_s), Throughput(bucket_s)]
+    return [Completeness(), Lost(), LostUnacked(), Unexpected(), Duplicates(), Resurrected(),
+            Recovered(), Ordering(), CancelMissing(), CancelUnexpected(), Stalls(),
+            Disagreement(), SplitBrain(), WrongPromotion(), Latency(bucket_s), Throughput(bucket_s)]
 
 
 def check(history: History, checkers: list[StreamingChecker] | None = None) -> Result:

@@ -43,7 +43,7 @@ class Composed:
             events += 1
             time = ev.time
             run.log = find(ev) if ev.producer is not None else None
-            for handle in table[ev.op]:
+            for handle in table.get(ev.op, ()):
                 try:
                     handle(ev)
                 except BadHistory:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from harness.checker.result import Fault
@@ -25,6 +26,7 @@ from harness.history.model import (
     CRASH_FAULTS,
     PARTITION_FAULT,
     SHUTDOWN_FAULTS,
+    Header,
     QueueConfig,
 )
 
@@ -162,6 +164,7 @@ class Replay:
         self.cause: str | None = None
         self.cause_change: Change | None = None
         self.masters: list[tuple[float, str]] = [(float("-inf"), self.members[0])]
+        self.outages: list[list[float]] = []  # [down, back or inf]: no master at all
 
     def track(self, transient: bool) -> None:
         """From now on, follow one message published now."""
@@ -223,6 +226,7 @@ class Replay:
             return
         # no mirror may take over: the queue is down until its master returns
         self.down_master, self.waiting, self.members = master, survivors, []
+        self.outages.append([change.time, float("inf")])
         if holders is not None:
             self.on_disk = held and not self.transient
             if held and self.transient:
@@ -239,6 +243,7 @@ class Replay:
             self.members = [master, *self.waiting]
             self.synced = {master}
             self.masters.append((change.time, master))
+            self.outages[-1][1] = change.time
             if self.holders is not None and self.on_disk:
                 self.holders.add(master)  # a durable queue's persistent messages reload
             self.down_master, self.waiting, self.on_disk = None, [], False
@@ -273,3 +278,26 @@ class Replay:
             if node not in self.members and node not in self.dead and node not in (
                     self.forgotten) and covers(self.policy, node, self.members):
                 self.members.append(node)
+
+
+def replayed(header: Header, changes: Iterable[Change], queue: str) -> Replay:
+    """``queue``'s membership after every change of the record."""
+    replay = Replay(header.queue(queue), header.nodes)
+    for change in changes:
+        replay.apply(change)
+    return replay
+
+
+def master_at(masters: list[tuple[float, str]], time: float) -> str:
+    """The master just before ``time`` (a fault at ``time`` hits the master it found)."""
+    current = masters[0][1]
+    for since, node in masters:
+        if since >= time:
+            break
+        current = node
+    return current
+
+
+def master_changes(masters: list[tuple[float, str]]) -> list[tuple[float, str, str]]:
+    """(time, old master, new master) for each promotion in a replay's ``masters``."""
+    return [(t, old, new) for (_, old), (t, new) in pairwise(masters) if new != old]

@@ -45,6 +45,8 @@ class Session:
     node: str | None
     start: float
     end: float | None = None
+    prefetch: int | None = None  # from ``consume ok``; None or 0: unlimited or unknown
+    cancel_on_failover: bool | None = None  # None: the line did not say
     # moments its deliveries in flight may have been dropped: the connection was lost or
     # the broker cancelled it (the record's own view; node faults are added by the rules)
     broken: list[float] = field(default_factory=list)
@@ -59,6 +61,7 @@ class Timeline:
         self._open_sessions: dict[str, list[Session]] = {}
         self._consumed: dict[str, set[str]] = {}  # process -> queues it took messages from
         self.process_node: dict[str, str] = {}
+        self.disconnects: dict[str, list[float]] = {}  # process -> its connection ends
         self.requeued_at: dict[str, float] = {}  # queue -> latest requeue point
         self.failover_at = float("-inf")  # latest fault after which anything may requeue
         self.drained: dict[str | None, float] = {}  # queue (None: all) -> drain ok time
@@ -115,7 +118,10 @@ class Timeline:
             return
         assert ev.queue is not None and ev.mode is not None
         node = ev.node or self.process_node.get(ev.process)
-        session = Session(ev.process, ev.queue, ev.mode, node, ev.time)
+        prefetch, cancel = ev.get("prefetch"), ev.get("cancel_on_failover")
+        session = Session(ev.process, ev.queue, ev.mode, node, ev.time,
+                          prefetch=prefetch if type(prefetch) is int else None,
+                          cancel_on_failover=cancel if type(cancel) is bool else None)
         self.sessions.append(session)
         self._open_sessions.setdefault(ev.process, []).append(session)
 
@@ -136,6 +142,7 @@ class Timeline:
     def disconnect(self, ev: Event) -> None:
         if ev.type == "invoke":
             return
+        self.disconnects.setdefault(ev.process, []).append(ev.time)
         for session in self._open_sessions.pop(ev.process, []):
             if ev.type != "ok":
                 session.broken.append(ev.time)
@@ -148,7 +155,7 @@ class Timeline:
         assert ev.queue is not None
         node = ev.node or self.process_node.get(ev.process)
         self.sessions.append(Session(ev.process, ev.queue, "no-ack", node, ev.time, ev.time,
-                                     [ev.time]))
+                                     broken=[ev.time]))
 
     def consumed(self, ev: Event) -> None:
         queue = ev.queue
@@ -206,6 +213,17 @@ class Timeline:
             cached = tuple(f for f in faults[:hi] if f.overlaps(begin, until))
             self._window_cache[key] = cached
         return cached
+
+    def open_session(self, process: str, queue: str) -> Session | None:
+        """``process``'s consumer session on ``queue`` that is open now, if any."""
+        for session in self._open_sessions.get(process, ()):
+            if session.queue == queue:
+                return session
+        return None
+
+    def disconnected(self, process: str, begin: float, until: float) -> bool:
+        """Whether ``process``'s connection ended at some moment in [begin, until]."""
+        return any(begin <= t <= until for t in self.disconnects.get(process, ()))
 
     def drain_time(self, queue: str) -> float | None:
         """When ``queue`` was last drained to empty (by a drain of it or of all queues)."""

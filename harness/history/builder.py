@@ -104,8 +104,10 @@ class HistoryBuilder:
             raise ValueError(f"unknown publish outcome {outcome!r}")
 
     def consume(self, consumer: str = "c1", queue: str = "q", mode: str = "ack",
-                node: str = "n1") -> None:
-        self.add(consumer, "consume", "ok", queue=queue, mode=mode, node=node)
+                node: str = "n1", *, prefetch: int | None = None,
+                cancel_on_failover: bool | None = None) -> None:
+        self.add(consumer, "consume", "ok", queue=queue, mode=mode, node=node,
+                 prefetch=prefetch, cancel_on_failover=cancel_on_failover)
 
     def deliver(self, msg: str, consumer: str = "c1", queue: str = "q", *,
                 redelivered: bool = False, mode: str = "ack", node: str = "n1") -> None:
@@ -138,6 +140,13 @@ class HistoryBuilder:
     def disconnect(self, process: str, type: str = "ok", node: str | None = None) -> None:
         """``type="info"`` is a connection lost, ``"ok"`` one the client closed."""
         self.add(process, "disconnect", type, node=node)
+
+    def cluster_state(self, node: str, phase: str, queues: Mapping[str, Any] | None = None,
+                      type: str = "ok") -> None:
+        """What ``node`` reports of every queue (``queues``), or ``type="fail"``."""
+        self.add("harness", "cluster-state", type, node=node, phase=phase,
+                 queues=None if queues is None else dict(queues),
+                 error="unreachable" if type == "fail" else None)
 
     def drain(self, queue: str | None = None, type: str = "ok") -> None:
         self.add("harness", "drain", type, queue=queue)

@@ -41,7 +41,8 @@ def test_a_reordering_after_a_requeue_in_between_is_allowed() -> None:
     b.drain()
     result = run(b)
     assert result.valid is True
-    assert part(result, "ordering").counts == {"reordered": 0, "reordered_allowed": 1}
+    assert part(result, "ordering").counts["reordered"] == 0
+    assert part(result, "ordering").counts["reordered_allowed"] == 1
 
 
 def test_a_nack_without_requeue_is_not_a_requeue() -> None:
@@ -68,6 +69,7 @@ def test_a_consumer_disconnect_in_between_is_a_requeue() -> None:
     b.deliver("p1-2", "c2")
     b.disconnect("c2", type="info")
     b.deliver("p1-1", "c2")
+    b.deliver("p1-2", "c2", redelivered=True)  # requeued by the disconnect
     b.drain()
     assert run(b).valid is True
 

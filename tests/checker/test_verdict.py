@@ -42,8 +42,9 @@ def test_a_healthy_history_is_valid_with_every_checker_agreeing() -> None:
     result = _healthy()
     assert result.valid is True
     assert [p.checker for p in result.parts] == [
-        "history", "lost", "unexpected", "duplicated", "recovered", "ordering", "latency",
-        "throughput"]
+        "history", "lost", "lost-unacked", "unexpected", "duplicated", "resurrected",
+        "recovered", "ordering", "cancel-missing", "cancel-unexpected", "stalled",
+        "disagreement", "split-brain", "wrong-promotion", "latency", "throughput"]
     assert all(p.valid is True for p in result.parts)
 
 

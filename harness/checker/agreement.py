@@ -1,0 +1,130 @@
+"""Cross-node agreement at the quiet moments the harness recorded (``cluster-state``).
+
+Per phase, every node that answered must report the same queues, and for each queue the
+same master and the same mirrors (as sets): else ``disagreement``. Two masters for one
+queue are ``split-brain``: a caveat under ``ignore`` partition handling, where the
+design stays split until a side restarts, a violation otherwise. Before the drain (the
+workload stopped and every queue was synchronised), a mirror the master lists as
+synchronised must hold as many messages as the master. A node that could not be asked
+(``cluster-state fail``) is only listed in the result's data. Each kind is its own
+checker (one JUnit case each); their anomalies name the nodes involved where others
+name messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from harness.checker.compose import Streaming
+from harness.checker.protocol import Handler, Observer
+from harness.checker.result import Anomaly, Result
+from harness.checker.run import Run
+from harness.history.model import Event
+
+BEFORE_DRAIN = "before-drain"
+_SPLIT_BRAIN_CAVEAT = {"ignore": "partition-split-brain"}
+
+Report = Mapping[str, Any]  # one queue as one node reports it
+
+
+class Disagreement(Streaming):
+    name = "disagreement"
+
+    def start(self, run: Run) -> Observer:
+        return _Agreement(run, self.name)
+
+
+class SplitBrain(Streaming):
+    name = "split-brain"
+
+    def start(self, run: Run) -> Observer:
+        return _Agreement(run, self.name)
+
+
+class _Agreement:
+    """Compares the nodes' reports; keeps the anomalies of one kind."""
+
+    def __init__(self, run: Run, kind: str) -> None:
+        self.run = run
+        self.kind = kind
+        self.phases: dict[str, dict[str, Mapping[str, Report]]] = {}  # phase -> node -> queues
+        self.unasked: list[dict[str, Any]] = []
+
+    def handlers(self) -> Mapping[str, Handler]:
+        return {"cluster-state": self.state}
+
+    def state(self, ev: Event) -> None:
+        node, phase = ev.node or ev.process, str(ev.get("phase"))
+        if ev.type == "ok":
+            self.phases.setdefault(phase, {})[node] = ev.get("queues")
+        elif ev.type == "fail":
+            self.unasked.append({"node": node, "phase": phase, "error": ev.get("error")})
+
+    def finish(self) -> Result:
+        caveat = _SPLIT_BRAIN_CAVEAT.get(self.run.header.partition_handling)
+        violations: list[Anomaly] = []
+        caveats: list[Anomaly] = []
+        for phase, nodes in self.phases.items():
+            for anomaly in _compare(phase, nodes):
+                if anomaly.kind != self.kind:
+                    continue
+                if anomaly.kind == SplitBrain.name and caveat is not None:
+                    anomaly.caveat = caveat
+                    caveats.append(anomaly)
+                else:
+                    violations.append(anomaly)
+        counts = {self.kind.replace("-", "_"): len(violations) + len(caveats)}
+        data: dict[str, Any] = {"cluster_state_phases": sorted(self.phases)}
+        if self.unasked:
+            data["cluster_state_unasked"] = self.unasked
+        return Result(self.kind, not violations, counts, violations, caveats, data)
+
+
+def _compare(phase: str, nodes: Mapping[str, Mapping[str, Report]]) -> list[Anomaly]:
+    found: list[Anomaly] = []
+    names = {node: set(queues) for node, queues in nodes.items()}
+    everywhere = set.union(*names.values()) if names else set()
+    lacking = sorted(n for n, qs in names.items() if qs != everywhere)
+    if lacking:
+        found.append(Anomaly("disagreement", lacking, f"at {phase}, " + "; ".join(
+            f"{n} does not report {', '.join(sorted(everywhere - names[n]))}"
+            for n in lacking)))
+    for queue in sorted(everywhere):
+        views = {n: qs[queue] for n, qs in nodes.items() if queue in qs}
+        masters = {n: v.get("master") for n, v in views.items()}
+        if len(set(masters.values())) > 1:
+            found.append(Anomaly("split-brain", sorted(views), f"at {phase}, nodes name "
+                                 "different masters: " + _listing(masters), queue=queue))
+            continue
+        mirrors = {n: sorted(v.get("mirrors") or ()) for n, v in views.items()}
+        if len({tuple(m) for m in mirrors.values()}) > 1:
+            found.append(Anomaly("disagreement", sorted(views), f"at {phase}, nodes list "
+                                 "different mirrors: " + _listing(mirrors), queue=queue))
+        if phase == BEFORE_DRAIN:
+            found.extend(_counts(phase, queue, views, nodes))
+    return found
+
+
+def _counts(phase: str, queue: str, views: Mapping[str, Report],
+            nodes: Mapping[str, Mapping[str, Report]]) -> list[Anomaly]:
+    """A synchronised mirror whose own copy differs in size from the master's."""
+    master = next(iter(views.values())).get("master")
+    own = views.get(master) if isinstance(master, str) else None
+    if own is None or not isinstance(master, str):
+        return []  # the master did not answer: nothing to compare with
+    expected = (own.get("local") or {}).get("messages")
+    differing = {}
+    for mirror in own.get("synchronised") or ():
+        local = (nodes.get(mirror, {}).get(queue) or {}).get("local") or {}
+        if "messages" in local and local["messages"] != expected:
+            differing[mirror] = local["messages"]
+    if not differing:
+        return []
+    return [Anomaly("disagreement", [master, *sorted(differing)],
+                    f"at {phase}, master {master} holds {expected} messages but its "
+                    f"synchronised mirrors hold " + _listing(differing), queue=queue)]
+
+
+def _listing(by_node: Mapping[str, object]) -> str:
+    return ", ".join(f"{node}: {value}" for node, value in sorted(by_node.items()))

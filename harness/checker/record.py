@@ -1,0 +1,36 @@
+"""Which nodes and links a fault of the harness's record touched.
+
+Shared by the checkers that ask whether a node or its links were disturbed at some
+moment: a fault without targets (nor ``grudge``) is taken to touch every node.
+"""
+
+from __future__ import annotations
+
+from harness.checker.result import Fault
+from harness.history.model import CRASH_FAULTS, PARTITION_FAULT, SHUTDOWN_FAULTS
+
+# faults that take a node (or, for a partition, its peers) away
+FAILURE_FAULTS = CRASH_FAULTS | SHUTDOWN_FAULTS | {PARTITION_FAULT}
+# admin faults that touch neither nodes nor links
+_ADMIN_FAULTS = frozenset({"policy", "sync", "forget"})
+
+
+def touches(fault: Fault, node: str | None) -> bool:
+    """Whether ``fault`` acted on ``node`` (an unknown node counts as touched)."""
+    if node is None:
+        return True
+    grudge = fault.detail.get("grudge") or {}
+    if not fault.targets and not grudge:
+        return True
+    return node in fault.targets or node in grudge or any(
+        node in cut for cut in grudge.values())
+
+
+def is_link_fault(fault: Fault) -> bool:
+    """A partition or a degradation of links (latency, bandwidth, resets, ...)."""
+    return fault.applied and fault.kind not in _ADMIN_FAULTS and (
+        fault.kind == PARTITION_FAULT or fault.kind not in FAILURE_FAULTS)
+
+
+def is_failure(fault: Fault) -> bool:
+    return fault.applied and fault.kind in FAILURE_FAULTS

@@ -1,0 +1,153 @@
+"""``resurrected``: a message delivered again after an ack the broker must have had.
+
+An ack may be lost with the connection that carried it, or with a master that died
+before passing it to its mirrors; then a redelivery is what the design allows. So a
+delivery after ``ack ok`` is a violation only when, by the harness's record, within the
+grace period G after the ack the acking connection stayed up and no failure (kill,
+stop, pause, restart, partition) touched the queue's master, and no link fault touched
+the master or the acker's node between the ack and the redelivery. A redelivery read
+by a connection that ends within G is not judged: it may be a stale copy from before
+the ack, read off a socket the broker was closing.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from harness.checker.anomalies import Grouper
+from harness.checker.compose import Streaming
+from harness.checker.ledger import ACKED
+from harness.checker.membership import changes_from, master_at, replayed
+from harness.checker.protocol import Handler, Observer
+from harness.checker.record import is_failure, is_link_fault, touches
+from harness.checker.result import Result
+from harness.checker.run import Run
+from harness.history.model import Event
+
+GRACE_S = 2.0
+_UNNAMED = 255
+
+
+class Resurrected(Streaming):
+    name = "resurrected"
+
+    def __init__(self, grace_s: float = GRACE_S) -> None:
+        self.grace_s = grace_s
+
+    def start(self, run: Run) -> Observer:
+        return _Resurrected(run, self.grace_s)
+
+
+class _Again(NamedTuple):
+    msg: str
+    queue: str
+    acked: float
+    acker: str | None  # None: not named (too many ackers); its connection is unknown
+    acker_node: str | None
+    time: float
+    receiver: str
+    sent: float
+
+
+class _Resurrected:
+    def __init__(self, run: Run, grace_s: float) -> None:
+        self.run = run
+        self.grace = grace_s
+        self.t0 = run.header.time
+        # per producer, by sequence, compact like the ledger: the latest ack's time
+        # (float32 seconds since the run's start: millisecond precision for hours) and
+        # who sent it (1 + an index into ``ackers``, _UNNAMED when there were too many
+        # to name; 0: no ack of a delivery seen)
+        self.acks: dict[str, tuple[array[float], bytearray]] = {}
+        self.ackers: list[tuple[str, str | None]] = []
+        self._acker_index: dict[tuple[str, str | None], int] = {}
+        self._stored: dict[str, int] = {}  # process -> what its acks store, until it connects
+        self.again: list[_Again] = []
+
+    def handlers(self) -> Mapping[str, Handler]:
+        return {"ack": self.ack, "deliver": self.delivery, "get": self.delivery,
+                "connect": self.connect}
+
+    def connect(self, ev: Event) -> None:
+        self._stored.pop(ev.process, None)  # it may be on another node now
+
+    def ack(self, ev: Event) -> None:
+        log = self.run.log
+        if log is None or ev.type != "ok" or not log.count[ev.seq]:
+            return  # an ack of nothing delivered cannot be the broker's to keep
+        seq = ev.seq
+        kept = self.acks.get(log.name)
+        if kept is None:
+            kept = self.acks[log.name] = (array("f"), bytearray())
+        by = kept[1]
+        if seq >= len(by):
+            extra = len(log.flags) - len(by)  # the ledger's capacity, grown as it grows
+            kept[0].frombytes(bytes(4 * extra))
+            by.extend(bytes(extra))
+        stored = self._stored.get(ev.process) if ev.node is None else None
+        if stored is None:
+            stored = self._acker(ev)
+        kept[0][seq] = ev.time - self.t0
+        by[seq] = stored
+
+    def _acker(self, ev: Event) -> int:
+        """What an ack by ``ev``'s sender stores: 1 + its index, or _UNNAMED."""
+        node = ev.node or self.run.timeline.process_node.get(ev.process)
+        key = (ev.process, node)
+        index = self._acker_index.get(key)
+        if index is None and len(self.ackers) < _UNNAMED - 1:
+            index = self._acker_index[key] = len(self.ackers)
+            self.ackers.append(key)
+        stored = _UNNAMED if index is None else index + 1
+        if ev.node is None:
+            self._stored[ev.process] = stored
+        return stored
+
+    def delivery(self, ev: Event) -> None:
+        log = self.run.log
+        if log is None or not log.flags[ev.seq] & ACKED:
+            return
+        kept = self.acks.get(log.name)
+        seq = ev.seq
+        index = kept[1][seq] if kept is not None and seq < len(kept[1]) else 0
+        if not index:
+            return
+        assert kept is not None and ev.msg is not None and ev.queue is not None
+        acker, node = self.ackers[index - 1] if index != _UNNAMED else (None, None)
+        self.again.append(_Again(ev.msg, ev.queue, self.t0 + kept[0][seq], acker, node,
+                                 ev.time, ev.process, log.sent[seq]))
+
+    def finish(self) -> Result:
+        run = self.run
+        timeline = run.timeline
+        faults = timeline.faults()
+        changes = changes_from(faults, timeline.syncs, run.header.nodes,
+                               run.header.partition_handling)
+        replays = {q: replayed(run.header, changes, q) for q in {a.queue for a in self.again}}
+        violations = Grouper()
+        allowed = 0
+        g = self.grace
+        for a in self.again:
+            masters = replays[a.queue].masters
+            master = master_at(masters, a.acked)
+            if (a.acker is None or timeline.disconnected(a.acker, a.acked, a.acked + g)
+                    or timeline.disconnected(a.receiver, a.time, a.time + g)
+                    or any(is_failure(f) and f.overlaps(a.acked - g, a.acked + g) and (
+                        touches(f, master) or touches(f, master_at(masters, f.start)))
+                        for f in faults)
+                    or any(is_link_fault(f) and f.overlaps(a.acked, a.time) and (
+                        touches(f, master) or touches(f, a.acker_node)) for f in faults)
+                    or any(down < a.time and back > a.acked
+                           for down, back in replays[a.queue].outages)):
+                allowed += 1
+                continue
+            violations.add("resurrected", a.msg,
+                           f"delivered to {a.receiver} {a.time - a.acked:.3f} s after {a.acker} "
+                           f"acked it, with the acking connection up and the master "
+                           f"({master}) unharmed for {g:g} s after the ack",
+                           a.sent, a.time, a.queue)
+        counts = {"resurrected": len(violations), "resurrected_allowed": allowed}
+        return Result(Resurrected.name, not violations, counts,
+                      violations.anomalies(timeline))

@@ -1,0 +1,103 @@
+"""Cross-node agreement from ``cluster-state`` lines: ``disagreement`` and
+``split-brain`` (a caveat only under ``ignore``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checker import check
+from harness.checker.lost import Lost
+from harness.history import HistoryBuilder
+from tests.checker.histories import NODES, builder, part, run
+
+
+def _view(master: str = "n1", mirrors: tuple[str, ...] = ("n2", "n3"),
+          local: int | None = 5, role: str = "mirror") -> dict[str, Any]:
+    view: dict[str, Any] = {"master": master, "mirrors": list(mirrors),
+                            "synchronised": list(mirrors), "messages": 5}
+    if local is not None:
+        view["local"] = {"role": role, "messages": local}
+    return view
+
+
+def _states(b: HistoryBuilder, phase: str = "before-drain",
+            **overrides: dict[str, Any]) -> HistoryBuilder:
+    """Every node reports queue ``q`` as in :func:`_view`, unless overridden."""
+    for node in NODES:
+        queues = overrides.get(node, {"q": _view(role="master" if node == "n1" else "mirror")})
+        b.cluster_state(node, phase, queues)
+    b.drain()
+    return b
+
+
+def _kinds(b: HistoryBuilder) -> list[tuple[str, str | None]]:
+    result = run(b)
+    return sorted((a.kind, a.caveat) for a in result.violations + result.caveats)
+
+
+def test_nodes_that_agree_are_valid() -> None:
+    result = run(_states(builder()))
+    assert result.valid is True
+    assert part(result, "disagreement").data["cluster_state_phases"] == ["before-drain"]
+
+
+def test_different_mirror_sets_are_a_disagreement() -> None:
+    b = _states(builder(), n3={"q": _view(mirrors=("n2",))})
+    assert _kinds(b) == [("disagreement", None)]
+    assert run(b).valid is False
+
+
+def test_mirror_order_does_not_matter() -> None:
+    b = _states(builder(), n3={"q": _view(mirrors=("n3", "n2"))})
+    assert run(b).valid is True
+
+
+def test_a_queue_missing_on_one_node_is_a_disagreement() -> None:
+    b = _states(builder(), n2={})
+    assert _kinds(b) == [("disagreement", None)]
+
+
+def test_a_synchronised_mirror_with_another_count_before_the_drain_disagrees() -> None:
+    b = _states(builder(), n3={"q": _view(local=4)})
+    (anomaly,) = part(run(b), "disagreement").violations
+    assert anomaly.kind == "disagreement" and anomaly.messages == ["n1", "n3"]
+
+
+def test_counts_are_compared_before_the_drain_only() -> None:
+    b = _states(builder(), phase="end", n3={"q": _view(local=4)})
+    assert run(b).valid is True
+
+
+def test_two_masters_are_a_split_brain_violation_under_pause_minority() -> None:
+    b = _states(builder(), n3={"q": _view(master="n3", mirrors=())})
+    assert _kinds(b) == [("split-brain", None)]
+    assert run(b).valid is False
+
+
+def test_two_masters_are_a_split_brain_violation_under_autoheal() -> None:
+    b = _states(builder(partition_handling="autoheal"),
+                n3={"q": _view(master="n3", mirrors=())})
+    assert _kinds(b) == [("split-brain", None)]
+
+
+def test_two_masters_are_a_split_brain_caveat_under_ignore() -> None:
+    b = _states(builder(partition_handling="ignore"),
+                n3={"q": _view(master="n3", mirrors=())})
+    assert _kinds(b) == [("split-brain", "partition-split-brain")]
+    assert run(b).valid is True
+
+
+def test_a_node_that_could_not_be_asked_decides_nothing() -> None:
+    b = builder()
+    b.cluster_state("n1", "before-drain", {"q": _view(role="master")})
+    b.cluster_state("n2", "before-drain", {"q": _view()})
+    b.cluster_state("n3", "before-drain", type="fail")
+    b.drain()
+    result = part(run(b), "split-brain")
+    assert result.valid is True
+    assert [u["node"] for u in result.data["cluster_state_unasked"]] == ["n3"]
+
+
+def test_a_pass_without_the_agreement_checker_skips_cluster_state_lines() -> None:
+    b = _states(builder())
+    assert check(b.build(), [Lost()]).valid is True

@@ -1,0 +1,81 @@
+"""``wrong-promotion``: a node's promotion report against the replay's prediction, and
+the reports the replay cannot judge."""
+
+from __future__ import annotations
+
+from harness.history import HistoryBuilder
+from tests.checker.histories import builder, part, run, violated
+
+
+def _master_killed_at_5(b: HistoryBuilder | None = None) -> HistoryBuilder:
+    b = b or builder()
+    b.at(5.0).fault("kill", ["n1"])
+    return b
+
+
+def _reported(b: HistoryBuilder, master: str, at: float = 8.0) -> HistoryBuilder:
+    b.at(at).node_event("promotion", master, queue="q", node=master)
+    b.at(at + 1).drain()
+    return b
+
+
+def test_the_eldest_surviving_mirror_promoted_is_valid() -> None:
+    assert run(_reported(_master_killed_at_5(), "n2")).valid is True
+
+
+def test_another_mirror_promoted_is_a_wrong_promotion() -> None:
+    result = run(_reported(_master_killed_at_5(), "n3"))
+    assert violated(result, "wrong-promotion") == ["n3"]
+    assert result.valid is False
+
+
+def test_a_mirror_that_rejoined_is_younger_than_the_others() -> None:
+    b = builder()
+    b.heal(b.fault("kill", ["n2"]))  # n2 rejoins last: n3 is now the eldest mirror
+    _master_killed_at_5(b)
+    assert violated(run(_reported(b, "n2")), "wrong-promotion") == ["n2"]
+    b = builder()
+    b.heal(b.fault("kill", ["n2"]))
+    assert run(_reported(_master_killed_at_5(b), "n3")).valid is True
+
+
+def test_several_changes_close_together_are_not_judged() -> None:
+    b = _master_killed_at_5()
+    b.at(6.0).fault("kill", ["n2"])  # n2 promoted then lost: n3 next
+    result = run(_reported(b, "n3"))
+    assert part(result, "wrong-promotion").valid is True
+    b = _master_killed_at_5()
+    b.at(6.0).fault("kill", ["n2"])
+    result = run(_reported(b, "n2"))
+    assert part(result, "wrong-promotion").counts["promotions_unjudged"] == 1
+
+
+def test_a_report_the_replay_does_not_explain_is_not_judged() -> None:
+    b = builder()
+    b.at(5.0).fault("kill", ["n3"])  # a mirror: no master change in the record
+    assert part(run(_reported(b, "n2")), "wrong-promotion").valid is True
+
+
+def test_a_report_long_after_the_change_is_not_matched() -> None:
+    result = run(_reported(_master_killed_at_5(), "n3", at=60.0))
+    assert part(result, "wrong-promotion").valid is True
+
+
+def test_a_link_fault_on_the_predicted_heir_is_not_judged() -> None:
+    b = _master_killed_at_5()
+    b.at(6.0).fault("latency", ["n2"])
+    assert part(run(_reported(b, "n3")), "wrong-promotion").valid is True
+
+
+def test_when_synced_keeps_an_unsynchronised_eldest_mirror_from_being_predicted() -> None:
+    b = builder(policy={"ha-mode": "all", "ha-promote-on-failure": "when-synced"})
+    b.heal(b.fault("kill", ["n2", "n3"]))  # both mirrors rejoin empty: the queue goes down
+    _master_killed_at_5(b)
+    result = run(_reported(b, "n3"))  # no change predicted: nothing to match
+    assert part(result, "wrong-promotion").counts["promotions_unjudged"] == 1
+    b = builder(policy={"ha-mode": "all", "ha-promote-on-failure": "when-synced"})
+    b.heal(b.fault("kill", ["n2"]))  # n2 rejoins last
+    b.at(1.0).add("nemesis", "fault-start", "ok", fault="sync", fault_id="s1", queue="q")
+    b.add("nemesis", "fault-end", "ok", fault="sync", fault_id="s1", queue="q")
+    _master_killed_at_5(b)  # every mirror synchronised: the eldest, n3, is the heir
+    assert violated(run(_reported(b, "n2")), "wrong-promotion") == ["n2"]

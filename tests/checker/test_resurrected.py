@@ -1,0 +1,137 @@
+"""``resurrected``: a delivery after an ack the broker must have had, and the acks the
+design may lose (the acking connection or the master failed within the grace period,
+or a link fault stood between the ack and the redelivery)."""
+
+from __future__ import annotations
+
+from harness.checker import check
+from harness.checker.resurrected import Resurrected
+from harness.history import HistoryBuilder
+from tests.checker.histories import builder, part, run, violated
+
+
+def _acked_at_1(node: str = "n2") -> HistoryBuilder:
+    """``p1-1`` delivered to c1 (on ``node``) and acked at t=1; the master is n1."""
+    b = builder()
+    b.connect("c1", node=node)
+    b.consume("c1", node=node)
+    b.connect("c2", node="n3")
+    b.consume("c2", node="n3")
+    b.publish("p1-1")
+    b.deliver("p1-1", node=node)
+    b.at(1.0).ack("p1-1")
+    return b
+
+
+def _redelivered_at_10(b: HistoryBuilder) -> HistoryBuilder:
+    b.at(10.0).deliver("p1-1", "c2", redelivered=True, node="n3")
+    b.at(12.0).drain()
+    return b
+
+
+def test_a_redelivery_long_after_a_firm_ack_is_a_violation() -> None:
+    result = run(_redelivered_at_10(_acked_at_1()))
+    assert violated(result, "resurrected") == ["p1-1"]
+    assert result.valid is False
+
+
+def test_an_ack_whose_connection_dropped_within_the_grace_period_may_be_lost() -> None:
+    b = _acked_at_1()
+    b.at(2.5).disconnect("c1", type="info")
+    result = run(_redelivered_at_10(b))
+    assert result.valid is True
+    assert part(result, "resurrected").counts == {"resurrected": 0, "resurrected_allowed": 1}
+
+
+def test_a_connection_drop_after_the_grace_period_excuses_nothing() -> None:
+    b = _acked_at_1()
+    b.at(3.5).disconnect("c1", type="info")
+    assert violated(run(_redelivered_at_10(b)), "resurrected") == ["p1-1"]
+
+
+def test_the_grace_period_is_configurable() -> None:
+    b = _acked_at_1()
+    b.at(3.5).disconnect("c1", type="info")
+    result = check(_redelivered_at_10(b).build(), [Resurrected(grace_s=5.0)])
+    assert result.valid is True
+
+
+def test_a_master_failing_within_the_grace_period_may_lose_the_ack() -> None:
+    b = _acked_at_1()
+    b.at(2.0).heal(b.fault("kill", ["n1"]))
+    assert run(_redelivered_at_10(b)).valid is True
+
+
+def test_a_master_failing_after_the_grace_period_excuses_nothing() -> None:
+    b = _acked_at_1()
+    b.at(4.0).heal(b.fault("kill", ["n1"]))
+    assert violated(run(_redelivered_at_10(b)), "resurrected") == ["p1-1"]
+
+
+def test_a_mirror_failing_within_the_grace_period_excuses_nothing() -> None:
+    b = _acked_at_1()
+    b.at(1.5).heal(b.fault("kill", ["n3"]))
+    assert violated(run(_redelivered_at_10(b)), "resurrected") == ["p1-1"]
+
+
+def test_a_link_fault_on_the_ackers_node_before_the_redelivery_may_lose_the_ack() -> None:
+    b = _acked_at_1()
+    b.at(5.0).heal(b.fault("latency", ["n2"]))
+    assert run(_redelivered_at_10(b)).valid is True
+
+
+def test_a_link_fault_elsewhere_excuses_nothing() -> None:
+    b = _acked_at_1()
+    b.at(5.0).heal(b.fault("latency", ["n3"]))
+    assert violated(run(_redelivered_at_10(b)), "resurrected") == ["p1-1"]
+
+
+def test_a_redelivery_read_by_a_connection_that_then_drops_is_not_judged() -> None:
+    b = _acked_at_1()
+    b.at(10.0).deliver("p1-1", "c2", redelivered=True, node="n3")
+    b.at(11.0).disconnect("c2", type="info")
+    b.drain()
+    assert part(run(b), "resurrected").counts == {"resurrected": 0, "resurrected_allowed": 1}
+
+
+def test_an_ack_before_any_delivery_acknowledges_nothing() -> None:
+    b = builder()
+    b.consume("c1")
+    b.publish("p1-1")
+    b.ack("p1-1")
+    b.at(5.0).deliver("p1-1")
+    b.ack("p1-1")
+    b.drain()
+    assert violated(run(b), "resurrected") == []
+
+
+def test_a_queue_down_between_the_ack_and_the_redelivery_may_reload_the_ack() -> None:
+    b = builder(members=("n1",), policy={"ha-mode": "none"})  # no mirror to promote
+    b.consume("c1", node="n2")
+    b.publish("p1-1")
+    b.deliver("p1-1", node="n2")
+    b.at(1.0).ack("p1-1")
+    kill = b.at(5.0).fault("kill", ["n1"])
+    b.at(6.0).heal(kill)
+    b.at(10.0).deliver("p1-1", redelivered=True, node="n2")
+    b.ack("p1-1")
+    b.drain()
+    assert part(run(b), "resurrected").counts == {"resurrected": 0, "resurrected_allowed": 1}
+
+
+def test_the_ackers_node_is_the_one_it_was_connected_to_when_it_acked() -> None:
+    b = builder()
+    b.connect("c1", node="n2")
+    b.consume("c1", node="n2")
+    b.publish("p1-1")
+    b.publish("p1-2")
+    b.deliver("p1-1", node="n2")
+    b.ack("p1-1")
+    b.connect("c1", node="n3")  # a new connection, on another node
+    b.deliver("p1-2", node="n3")
+    b.ack("p1-2")
+    b.at(5.0).heal(b.fault("latency", ["n3"]))
+    b.at(10.0).deliver("p1-1", "c2", redelivered=True)
+    b.deliver("p1-2", "c2", redelivered=True)
+    b.at(12.0).drain()
+    assert violated(run(b), "resurrected") == ["p1-1"]
