@@ -3,9 +3,11 @@
 Per phase, every node that answered must report the same queues, and for each queue the
 same master and the same mirrors (as sets): else ``disagreement``. Two masters for one
 queue are ``split-brain``: a caveat under ``ignore`` partition handling, where the
-design stays split until a side restarts, a violation otherwise. Before the drain (the
-workload stopped and every queue was synchronised), a mirror the master lists as
-synchronised must hold as many messages as the master. A node that could not be asked
+design stays split until a side restarts, a violation otherwise. At every quiet moment
+(nothing publishes or consumes), a mirror the master lists as synchronised must hold as
+many messages as the master: a broker that calls a mirror synchronised too early is
+caught at the ``quiet`` snapshot, one whose sync copies too little at ``before-drain``.
+A node that could not be asked
 (``cluster-state fail``) is only listed in the result's data. Each kind is its own
 checker (one JUnit case each); their anomalies name the nodes involved where others
 name messages.
@@ -22,7 +24,6 @@ from harness.checker.result import Anomaly, Result
 from harness.checker.run import Run
 from harness.history.model import Event
 
-BEFORE_DRAIN = "before-drain"
 _SPLIT_BRAIN_CAVEAT = {"ignore": "partition-split-brain"}
 
 Report = Mapping[str, Any]  # one queue as one node reports it
@@ -101,8 +102,7 @@ def _compare(phase: str, nodes: Mapping[str, Mapping[str, Report]]) -> list[Anom
         if len({tuple(m) for m in mirrors.values()}) > 1:
             found.append(Anomaly("disagreement", sorted(views), f"at {phase}, nodes list "
                                  "different mirrors: " + _listing(mirrors), queue=queue))
-        if phase == BEFORE_DRAIN:
-            found.extend(_counts(phase, queue, views, nodes))
+        found.extend(_counts(phase, queue, views, nodes))
     return found
 
 

@@ -63,9 +63,10 @@ def test_a_synchronised_mirror_with_another_count_before_the_drain_disagrees() -
     assert anomaly.kind == "disagreement" and anomaly.messages == ["n1", "n3"]
 
 
-def test_counts_are_compared_before_the_drain_only() -> None:
-    b = _states(builder(), phase="end", n3={"q": _view(local=4)})
-    assert run(b).valid is True
+def test_counts_are_compared_at_every_quiet_moment() -> None:
+    for phase in ("quiet", "before-drain", "end"):
+        b = _states(builder(), phase=phase, n3={"q": _view(local=4)})
+        assert _kinds(b) == [("disagreement", None)], phase
 
 
 def test_two_masters_are_a_split_brain_violation_under_pause_minority() -> None:
