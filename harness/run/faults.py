@@ -16,7 +16,8 @@ from harness.history import HistoryWriter
 from harness.scenarios.nemesis import MASTER_OUT, SYMBOLIC
 
 # nemesis op -> the fault kind the checker knows it by (a degrade is named by its toxic)
-_KINDS = {"kill": "kill", "power-loss": "power-loss", "stop": "stop", "pause": "pause", "restart": "restart",
+_KINDS = {"kill": "kill", "power-loss": "power-loss", "stop": "stop", "pause": "pause",
+          "restart": "restart",
           "rolling-restart": "restart", "partition": "partition", "set-policy": "policy",
           "clear-policy": "policy", "sync-queue": "sync"}
 # ops that undo earlier faults rather than start one

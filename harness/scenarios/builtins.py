@@ -3,6 +3,7 @@ partitions, process and network faults, and the combined soak default."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from harness.scenarios.model import NemesisSpec, Phases, Scenario
@@ -32,7 +33,7 @@ _MASTER = {"nodes": "master"}
 _CUT = 0.8
 
 
-def _step(at: float, f: str, value: dict[str, object] | None = None) -> dict[str, object]:
+def _step(at: float, f: str, value: Mapping[str, object] | None = None) -> dict[str, object]:
     return {"at": at, "f": f, **({"value": value} if value is not None else {})}
 
 

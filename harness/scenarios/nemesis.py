@@ -24,8 +24,8 @@ POLICY_NAME = "mirrorchaos"  # the run's own policy, set at the start on the wor
 SYMBOLIC = ("master", "mirror")  # targets resolved when the op is invoked
 MASTER_OUT = "master-out"  # degrade links: the node links from the master when invoked
 _PROCESS = ("kill", "stop", "pause", "power-loss")
-_SEQUENCE_FS = ("kill", "stop", "pause", "power-loss", "resume", "start", "restart", "rolling-restart",
-                "partition", "degrade", "set-policy", "clear-policy", "sync-queue", HEAL)
+_SEQUENCE_FS = ("kill", "stop", "pause", "power-loss", "resume", "start", "restart",
+                "rolling-restart", "partition", "degrade", "set-policy", "clear-policy", "sync-queue", HEAL)
 
 
 class PlanError(ValueError):
