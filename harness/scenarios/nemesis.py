@@ -25,7 +25,8 @@ SYMBOLIC = ("master", "mirror")  # targets resolved when the op is invoked
 MASTER_OUT = "master-out"  # degrade links: the node links from the master when invoked
 _PROCESS = ("kill", "stop", "pause", "power-loss")
 _SEQUENCE_FS = ("kill", "stop", "pause", "power-loss", "resume", "start", "restart",
-                "rolling-restart", "partition", "degrade", "set-policy", "clear-policy", "sync-queue", HEAL)
+                "rolling-restart", "partition", "degrade", "set-policy", "clear-policy",
+                "sync-queue", HEAL)
 
 
 class PlanError(ValueError):
