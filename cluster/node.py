@@ -526,7 +526,7 @@ class Node:
                 by_peer.setdefault(peer, []).append(envelope)
             for peer, envelopes in by_peer.items():
                 self.peers.send_all(peer, envelopes)
-            if coordinator.syncs and not self._sync_scheduled:
+            if coordinator.sync_sending() and not self._sync_scheduled:
                 # A sync goes a batch per turn of the loop, so that cancel_sync_queue
                 # and everything else get in between.
                 self._sync_scheduled = True

@@ -50,6 +50,10 @@ class SyncJob:
     cursor: int  # next seq to send
     high: int  # messages below this seq are older than the newest target's join
     size: int
+    # Once every batch is broadcast: the master's GM seq of the last one. The targets
+    # hold the messages, and are synchronised, when that broadcast has gone round the
+    # ring (as RabbitMQ's syncer waits for every mirror's ack of each batch).
+    sent_upto: int | None = None
 
 
 class Coordinator:
@@ -113,6 +117,8 @@ class Coordinator:
             changed, self._changed = self._changed, set()
             for queue in changed:
                 self._update_synced(queue)
+        if self.syncs:
+            self._finish_syncs()
 
     def _sync_entities(self) -> None:
         local = entities.records(self.broker)
@@ -493,14 +499,29 @@ class Coordinator:
                                 outcome="cancelled")
         return None
 
+    def sync_sending(self) -> bool:
+        """Whether a sync has batches left to broadcast."""
+        return any(job.sent_upto is None for job in self.syncs.values())
+
     def sync_step(self) -> bool:
-        """One batch of every running sync; True while any remains."""
+        """One batch of every sync still sending; True while any has batches left. A
+        sync ends once its last batch has reached every member."""
         for queue, job in list(self.syncs.items()):
+            if job.sent_upto is not None:
+                continue
             job.targets = [m for m in job.targets if m in queue.record.view]
             if queue.is_master and job.targets and not self.breaks.sync_noop:
                 job.cursor = queue.sync_batch(job.targets, job.cursor, job.high, job.size)
                 if job.cursor < job.high:
                     continue
+            job.sent_upto = queue.gm_last_seq()
+        self._finish_syncs()
+        return self.sync_sending()
+
+    def _finish_syncs(self) -> None:
+        for queue, job in list(self.syncs.items()):
+            if job.sent_upto is None or (queue.is_master and not queue.gm_reached(job.sent_upto)):
+                continue
             del self.syncs[queue]
             if queue.copy is not None:
                 queue.copy.paused = False
@@ -515,7 +536,6 @@ class Coordinator:
             self.broker.events.emit("sync_end", vhost=queue.vhost, queue=queue.name,
                                     outcome="synchronised", mirrors=job.targets)
             self._place_mirrors(queue)
-        return bool(self.syncs)
 
     # -- membership ---------------------------------------------------------------------
 

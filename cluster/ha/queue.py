@@ -484,6 +484,14 @@ class ClusterQueue:
     def view(self) -> View:
         return self.record.view
 
+    def gm_last_seq(self) -> int:
+        """The seq of this member's latest GM broadcast (-1: none, or no group)."""
+        return self.member.last_seq if self.member is not None else -1
+
+    def gm_reached(self, seq: int) -> bool:
+        """Whether this member's broadcasts up to ``seq`` have reached every member."""
+        return self.member is None or self.member.confirmed_upto >= seq
+
 
 def _swap_neighbouring_publishes(deliveries: list[tuple[str, Any]]) -> None:
     """The planted bug ``--break gm-reorder``: each pair of publishes delivered together

@@ -451,3 +451,20 @@ def test_the_local_field_shows_each_nodes_own_replica() -> None:
                                              arguments={}, connection_id=1)
     assert queue_json(single, queue)["local"] == {"role": "master", "messages": 0}
 
+
+
+def test_a_sync_ends_only_once_its_batches_have_reached_every_mirror() -> None:
+    """The master must not call a mirror synchronised while the copies are still on the
+    way: killed then, it would leave a 'synchronised' mirror without them."""
+    sim = unsynchronised_mirrors()
+    coordinator = sim.coordinators["n1"]
+    queue = replica(sim, "n1")
+    coordinator.sync(queue)
+    while coordinator.sync_step():
+        pass  # every batch broadcast; nothing delivered to the mirrors yet
+    sim.brokers["n1"].after_input()
+    assert queue_json(sim.brokers["n1"], queue)["synchronised_slave_nodes"] == []
+    assert queue.copy is not None and queue.copy.paused  # still blocked while it syncs
+    sim.pump()
+    assert queue_json(sim.brokers["n1"], queue)["synchronised_slave_nodes"] == ["n2", "n3"]
+    assert (held(sim, "n2"), held(sim, "n3")) == (5, 5) and not queue.copy.paused
