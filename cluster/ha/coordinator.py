@@ -282,6 +282,13 @@ class Coordinator:
                 local.drop_all()
             queue = ClusterQueue(self, record)
             host.add_queue(queue)
+        elif queue.me == self.me and queue.is_master and record.master != self.me:
+            # What we recovered lost to the cluster's record, which has already added
+            # this run of the node as a mirror: start over empty, as a joiner waiting
+            # for its catch-up (held meanwhile in _early_gm), not as the group of one
+            # the recovered master had made.
+            queue.stop_replica()
+            queue.install(record)
         else:
             queue.install(record)
         if queue.me is None and self.me in record.view:
@@ -793,7 +800,8 @@ class Coordinator:
             self._answer(peer, fields)
             return
         if kind == "gm" and fields["to"] == self.me and (
-                queue is None or queue.me is None or queue.record.uid != fields["u"]):
+                queue is None or queue.me is None or queue.record.uid != fields["u"]
+                or self.meta.is_provisional(queue.record.key)):
             self._early_gm[(fields["q"][0], fields["q"][1], fields["u"])].append(
                 (fields, decode_gm(envelope.payload)))
             return

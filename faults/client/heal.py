@@ -47,11 +47,17 @@ class _UpstreamDown(Exception):
 
 
 class HealVerifier:
+    """``upstream_wait``: how long an upstream may go unanswered before the heal gives
+    up on it (`UpstreamDown`) rather than wait the whole ``timeout``: a node that is
+    down stays down until someone starts it, and a composed heal retries its links once
+    the processes are back (faults/nemesis/core.py)."""
+
     def __init__(self, client: ToxiproxyClient, timeout: float = 5.0,
-                 interval: float = 0.05) -> None:
+                 interval: float = 0.05, upstream_wait: float = 1.0) -> None:
         self.client = client
         self.timeout = timeout
         self.interval = interval
+        self.upstream_wait = upstream_wait
 
     def heal(self, spec: ProxySpec, *, toxics: Collection[str] = (),
              enable: bool = False) -> HealOutcome:
@@ -107,13 +113,19 @@ class HealVerifier:
         """None once the proxy is as it must be and bytes cross it; else the last
         problem seen before the timeout."""
         deadline = time.monotonic() + self.timeout
+        unanswered_since: float | None = None
         while True:
             problem = self._problem(spec, healed, max(0.1, deadline - time.monotonic()))
             if problem is None:
                 return None
-            if time.monotonic() >= deadline:
-                if problem.upstream_down:
+            now = time.monotonic()
+            if problem.upstream_down:
+                unanswered_since = now if unanswered_since is None else unanswered_since
+                if now >= deadline or now - unanswered_since >= self.upstream_wait:
                     raise _UpstreamDown(problem.text)
+            else:
+                unanswered_since = None
+            if now >= deadline:
                 return problem.text
             time.sleep(self.interval)
 

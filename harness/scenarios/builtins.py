@@ -49,13 +49,14 @@ def _cut_and_kill(at: float, which: str = "master") -> list[dict[str, object]]:
 # and killed (GM take-over), then the master; a partition long enough to pause the
 # minority. The run ends with a drain by promotion and the nodes' agreement.
 _GAUNTLET_STEPS = [
-    *_cut_and_kill(0.0), _step(4.0, "heal"),
-    *_cut_and_kill(7.0), _step(10.0, "heal"),
-    _step(12.0, "stop", _MASTER), _step(15.0, "heal"),
-    _step(18.0, "sync-queue", {"queue": "q2"}), _step(18.5, "sync-queue", {"queue": "q1"}),
-    *_cut_and_kill(22.0, "mirror"), _step(26.0, "heal"),
-    *_cut_and_kill(28.0), _step(31.0, "heal"),
-    _step(33.0, "partition", _ISOLATE_MASTER), _step(39.0, "heal"),
+    *_cut_and_kill(0.0), _step(3.0, "heal"),
+    *_cut_and_kill(8.0), _step(11.0, "heal"),
+    _step(16.0, "stop", _MASTER), _step(19.0, "heal"),
+    _step(22.0, "sync-queue", {"queue": "q2"}), _step(22.5, "sync-queue", {"queue": "q1"}),
+    *_cut_and_kill(25.0, "mirror"), _step(28.0, "heal"),
+    *_cut_and_kill(33.0), _step(36.0, "heal"),
+    _step(39.0, "sync-queue", {"queue": "q2"}), _step(39.5, "sync-queue", {"queue": "q1"}),
+    _step(41.0, "partition", _ISOLATE_MASTER), _step(47.0, "heal"),
 ]
 
 
@@ -168,7 +169,7 @@ DETECTION: tuple[Scenario, ...] = (
              "a drain by promotion",
              policy={"ha-mode": "all", "ha-sync-mode": "manual"}, workload=_GAUNTLET,
              nemesis=NemesisSpec("sequence", options={"steps": _GAUNTLET_STEPS}),
-             phases=Phases(warmup=3.0, faults=42.0, recovery=6.0, promotion_drain=True)),
+             phases=Phases(warmup=3.0, faults=50.0, recovery=6.0, promotion_drain=True)),
     Scenario("gauntlet-autoheal", "autoheal partition handling: the master cut off past "
              "failure detection and healed (the smaller side must restart), then a cut and "
              "kill of the master; then a drain by promotion",
