@@ -24,10 +24,6 @@ class Breakage:
     breaks: str  # the guarantee, in one line
     violations: tuple[str, ...]  # what the checker must report when it shows
     exposed_by: str  # the kind of fault that exposes it
-    # False: no fault the harness injects on one machine can expose it (a SIGKILL leaves
-    # the page cache, so a missing fsync loses nothing); `mirrorchaos power` skips it
-    # unless named.
-    exposable: bool = True
 
 
 CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
@@ -88,8 +84,8 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "dropped (and confirmed) instead of enqueued",
              ("lost",), "master killed under publish load from other nodes"),
     Breakage("no-fsync", "persistent messages are confirmed without the fsync",
-             ("lost",), "a fault that loses unsynced writes (power loss), not a plain kill",
-             exposable=False),
+             ("lost",), "a power loss (the power-loss fault: SIGKILL, then every write not "
+             "fsynced is lost, on lazyfs); a plain kill leaves the page cache"),
     Breakage("pause-minority-ignored",
              "under pause_minority a node in a minority keeps running",
              ("split-brain", "lost"), "a partition that isolates a minority"),

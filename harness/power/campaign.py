@@ -38,7 +38,7 @@ class PowerPlan:
 
 
 Runner = Callable[[Scenario, RunOptions], RunOutcome]
-Progress = Callable[[Cell], None]
+Progress = Callable[[Matrix, Cell], None]  # told of each run as it is added
 
 
 def broken(scenario: Scenario, bug: str) -> Scenario:
@@ -46,7 +46,7 @@ def broken(scenario: Scenario, bug: str) -> Scenario:
     return dataclasses.replace(scenario, node_args=(*scenario.node_args, "--break", bug))
 
 
-def run_power(plan: PowerPlan, on_cell: Progress = lambda _: None,
+def run_power(plan: PowerPlan, on_cell: Progress = lambda _matrix, _cell: None,
               runner: Runner = run_scenario) -> Matrix:
     matrix = Matrix(tuple(plan.seeds), tuple(s.name for s in plan.scenarios), dict(plan.bugs))
     targets = ([CORRECT] if plan.correct else []) + list(plan.bugs)
@@ -54,7 +54,7 @@ def run_power(plan: PowerPlan, on_cell: Progress = lambda _: None,
         for target in targets:
             for cell in _target_runs(plan, target, seed, runner):
                 matrix.cells.append(cell)
-                on_cell(cell)
+                on_cell(matrix, cell)
     return matrix
 
 

@@ -171,14 +171,16 @@ DETECTION: tuple[Scenario, ...] = (
              nemesis=NemesisSpec("sequence", options={"steps": _GAUNTLET_STEPS}),
              phases=Phases(warmup=3.0, faults=50.0, recovery=6.0, promotion_drain=True)),
     Scenario("gauntlet-autoheal", "autoheal partition handling: the master cut off past "
-             "failure detection and healed (the smaller side must restart), then a cut and "
-             "kill of the master; then a drain by promotion",
+             "failure detection and healed (the smaller side must restart), a cut and kill "
+             "of the master, a power loss of every node (unsynced writes lost); then a drain "
+             "by promotion",
              partition_handling="autoheal",
              policy={"ha-mode": "all", "ha-sync-mode": "automatic"}, workload=_GAUNTLET,
              nemesis=NemesisSpec("sequence", options={"steps": [
                  _step(0.0, "partition", _ISOLATE_MASTER), _step(6.0, "heal"),
-                 *_cut_and_kill(12.0), _step(16.0, "heal")]}),
-             phases=Phases(warmup=3.0, faults=20.0, recovery=6.0, promotion_drain=True)),
+                 *_cut_and_kill(12.0), _step(15.0, "heal"),
+                 _step(19.0, "power-loss", {"nodes": "all"}), _step(21.0, "heal")]}),
+             phases=Phases(warmup=3.0, faults=25.0, recovery=6.0, promotion_drain=True)),
 )
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in BUILTINS + DETECTION}

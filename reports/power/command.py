@@ -15,7 +15,7 @@ from rich.console import Console
 from cluster.breakages import CATALOGUE
 from harness.checker import EXIT_BAD_INPUT
 from harness.power.campaign import CI_SCENARIOS, CI_SEEDS, PowerPlan, run_power
-from harness.power.matrix import Cell
+from harness.power.matrix import Cell, Matrix
 from harness.run.store import new_campaign_dir
 from harness.scenarios import ScenarioError, find_scenario
 from reports.power.render import render_power, write_power_html
@@ -41,8 +41,7 @@ def add_power(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="root seed, repeatable (default: " + ", ".join(map(str, CI_SEEDS)) + ")")
     p.add_argument("--bug", action="append", dest="bugs", metavar="NAME",
                    choices=sorted(CATALOGUE),
-                   help="planted bug, repeatable (default: every one a fault on one machine can "
-                   "expose; docs/planted-bugs.md)")
+                   help="planted bug, repeatable (default: every one in docs/planted-bugs.md)")
     p.add_argument("--no-bugs", action="store_true",
                    help="the correct broker only (the CI campaign's own check)")
     p.add_argument("--no-correct", action="store_true", help="skip the correct broker")
@@ -67,7 +66,7 @@ def power_command(args: argparse.Namespace) -> int:
     if args.no_bugs and args.no_correct:
         err.print("mirrorchaos power: --no-bugs and --no-correct leave nothing to run")
         return EXIT_BAD_INPUT
-    names = [] if args.no_bugs else (args.bugs or [n for n, b in CATALOGUE.items() if b.exposable])
+    names = [] if args.no_bugs else (args.bugs or list(CATALOGUE))
     bugs = {name: CATALOGUE[name].violations for name in names}
     for name in ("aiormq", "aio_pika"):  # the history records every dropped connection
         logging.getLogger(name).setLevel(logging.CRITICAL)
@@ -81,15 +80,21 @@ def power_command(args: argparse.Namespace) -> int:
               f"{', '.join(map(str, plan.seeds))} x up to {len(scenarios)} scenarios "
               f"({runs} campaigns) on {args.runtime}; stored in {directory}", markup=False)
 
-    def progress(cell: Cell) -> None:
+    def progress(matrix: Matrix, cell: Cell) -> None:
         mark = "caught" if cell.caught else cell.verdict
         err.print(f"  {cell.target} seed {cell.seed} {cell.scenario}: {mark} "
                   f"[{', '.join(cell.violations)}] {cell.seconds:g}s", markup=False)
+        _write(matrix, directory)  # a campaign cut short keeps what it found
 
     matrix = run_power(plan, progress)
-    (directory / POWER_FILE).write_text(json.dumps(matrix.to_json(), indent=1) + "\n",
-                                        encoding="utf-8")
-    page = write_power_html(matrix, directory)
+    page = _write(matrix, directory)
     render_power(matrix, Console())
     err.print(f"stored in {directory} ({POWER_FILE}, {page.name})", markup=False)
     return 1 if matrix.missed() else 0
+
+
+def _write(matrix: Matrix, directory: Path) -> Path:
+    """power.json and report.html as the matrix stands; the page's path."""
+    (directory / POWER_FILE).write_text(json.dumps(matrix.to_json(), indent=1) + "\n",
+                                        encoding="utf-8")
+    return write_power_html(matrix, directory)
