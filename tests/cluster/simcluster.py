@@ -102,10 +102,12 @@ class SimCluster:
             self.coordinators[other].peer_down(node)
             self.brokers[other].after_input()
 
-    def restart(self, node: str) -> None:
+    def restart(self, node: str, *, seen_by: list[str] | None = None,
+                pump: bool = True) -> None:
         """Start a killed node again, as a new incarnation holding what its store would
         have recovered: every message its replica of each durable queue held (acked or
-        not, as the store cannot tell an ack that was not yet written)."""
+        not, as the store cannot tell an ack that was not yet written). Only the peers
+        in ``seen_by`` (default all) notice it now; tell the others later with `seen`."""
         old = self.brokers[node]
         broker = self.brokers[node] = self._broker(node)
         incarnation = self.incarnations[node] = f"{self.incarnations[node]}+"
@@ -122,7 +124,12 @@ class SimCluster:
                 recovered.restore((e.seq, e.message) for e in copy.held(0, copy.next_seq))
                 host.add_queue(coordinator.restored(recovered))
         self.alive.add(node)
-        for other in self.alive - {node}:
-            self.coordinators[other].peer_up(node, incarnation)
+        for other in self.alive - {node} if seen_by is None else seen_by:
+            self.seen(other, node)
         coordinator.join({other: self.incarnations[other] for other in self.alive - {node}})
-        self.pump()
+        if pump:
+            self.pump()
+
+    def seen(self, observer: str, node: str) -> None:
+        """``observer`` notices that ``node``'s current incarnation runs."""
+        self.coordinators[observer].peer_up(node, self.incarnations[node])
