@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,11 +58,11 @@ def run_power(plan: PowerPlan, on_cell: Progress = lambda _matrix, _cell: None,
     return matrix
 
 
-def _target_runs(plan: PowerPlan, target: str, seed: int, runner: Runner) -> list[Cell]:
+def _target_runs(plan: PowerPlan, target: str, seed: int, runner: Runner) -> Iterator[Cell]:
+    """The target's runs on the seed, each as soon as it is checked."""
     expected = plan.bugs.get(target, ())
     options = RunOptions(runtime=plan.runtime, seed=seed, time_limit=plan.time_limit,
                          store=plan.store / "runs" / target)
-    cells: list[Cell] = []
     spent = 0.0
     for scenario in plan.scenarios:
         started = time.monotonic()
@@ -77,7 +77,6 @@ def _target_runs(plan: PowerPlan, target: str, seed: int, runner: Runner) -> lis
                     expected, round(seconds, 1), None, str(outcome.run_dir), outcome.error)
         if cell.caught:
             cell = dataclasses.replace(cell, detected_after=round(spent, 1))
-        cells.append(cell)
+        yield cell
         if cell.caught and not plan.full:
             break
-    return cells
