@@ -138,6 +138,14 @@ class GroupMember:
         elif self._senders is not None and sender not in self._unheard:
             self._apply(message.entries)
 
+    def catch_up_right(self) -> None:
+        """Send the right-hand neighbour a catch-up again: it asked, having started over
+        as a joiner that may have lost the one sent before. A catch-up carries only what
+        this member holds, and one already seen replays as nothing new, so an extra one
+        is harmless."""
+        if self._senders is not None and self._right != self.me:
+            self._send_catch_up()
+
     # -- outputs --------------------------------------------------------------------
 
     def take_outbox(self) -> list[tuple[MemberId, GMMessage]]:

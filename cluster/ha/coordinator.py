@@ -809,6 +809,8 @@ class Coordinator:
             return
         if kind == "gm":
             self._received_gm(queue, fields, decode_gm(envelope.payload))
+        elif kind == "gm.ask":
+            self._catch_up_asked(queue, fields)
         elif kind == "q.sync":
             (self.sync if fields["op"] == "sync" else self.cancel_sync)(queue)
         elif kind == "q.deliver":
@@ -857,6 +859,19 @@ class Coordinator:
             return  # meant for an earlier incarnation of this replica, or of the queue
         member.receive(fields["fr"], message)
         queue.flush_gm()
+
+    def ask_catch_up(self, queue: ClusterQueue, left: Member) -> None:
+        if left != self.me:
+            self.send(node_of(left), Envelope("gm.ask", {
+                "q": [queue.vhost, queue.name], "u": queue.record.uid, "to": left,
+                "fr": self.me}))
+
+    def _catch_up_asked(self, queue: ClusterQueue, fields: dict[str, Any]) -> None:
+        member = queue.member
+        if (member is not None and queue.me == fields["to"] and queue.record.uid == fields["u"]
+                and member.right == fields["fr"]):
+            member.catch_up_right()
+            queue.flush_gm()
 
     def send_gm(self, queue: ClusterQueue, target: Member, message: GMMessage) -> OutgoingGM:
         out = OutgoingGM(message)

@@ -135,6 +135,9 @@ class ClusterQueue:
         self.member = self._new_member(me)
         self.member.join(self.record.view)
         self.flush_gm()
+        # The left-hand neighbour's catch-up may have reached an earlier member of ours
+        # (the group of one a recovered master made): ask for it again.
+        self.coordinator.ask_catch_up(self, self.member.left)
 
     def _new_member(self, me: Member) -> GroupMember:
         return GroupMember(me, takeover=not self.coordinator.breaks.no_gm_takeover)
