@@ -156,6 +156,31 @@ def test_a_joiner_delivers_nothing_and_sends_nothing_before_its_catch_up() -> No
     assert b.confirmed_upto == 0
 
 
+def test_a_catch_up_sent_again_on_request_delivers_nothing_twice() -> None:
+    """catch_up_right (a neighbour that started over as a joiner asked for it) sends
+    the right-hand neighbour a catch-up again; c, a joiner that adopted b's first one,
+    replays it as nothing new."""
+    alone = Wire()
+    alone.create("a").catch_up_right()
+    assert alone.members["a"].take_outbox() == []  # no right-hand neighbour to send to
+    wire = three()
+    a, b, c = (wire.members[m] for m in "abc")
+    a.broadcast("x")
+    wire.step("a", "b")
+    wire.step("b", "c")  # c has delivered x; b and c hold it until its ack
+    b.catch_up_right()
+    wire.collect()
+    again = wire.step("b", "c")
+    assert isinstance(again, CatchUp)
+    assert [pub.payload for pub in again.senders["a"].pending] == ["x"]
+    assert wire.payloads("c") == ["x"]
+    assert len(wire.links[("c", "a")]) == 1  # x on its way back: nothing new to add
+    wire.pump()
+    assert all(wire.payloads(m) == ["x"] for m in "abc")
+    assert (a.pending_acks, b.pending_acks, c.pending_acks) == (0, 0, 0)
+    assert a.confirmed_upto == 0
+
+
 def test_the_left_of_a_dead_member_resends_what_it_did_not_pass_on() -> None:
     wire = three()
     wire.members["a"].broadcast("x")
