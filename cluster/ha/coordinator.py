@@ -188,6 +188,20 @@ class Coordinator:
         for queue in self._queues():
             if queue.is_master:
                 self._place_mirrors(queue)
+            self._renew_catch_ups(queue, peer)
+
+    def _renew_catch_ups(self, queue: ClusterQueue, peer: str) -> None:
+        """GM messages to or from ``peer`` were dropped while it was not up (see
+        `received`): a catch-up it should have had from us, or we from it, goes again,
+        after the metadata that names its member."""
+        member = queue.member
+        if member is None:
+            return
+        if node_of(member.right) == peer:
+            member.catch_up_right()
+            queue.flush_gm()
+        if node_of(member.left) == peer and not member.caught_up:
+            self.ask_catch_up(queue, member.left)
 
     def peer_down(self, peer: str) -> None:
         self.running.pop(peer, None)
