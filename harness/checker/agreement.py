@@ -7,6 +7,9 @@ design stays split until a side restarts, a violation otherwise. At every quiet 
 (nothing publishes or consumes), a mirror the master lists as synchronised must hold as
 many messages as the master: a broker that calls a mirror synchronised too early is
 caught at the ``quiet`` snapshot, one whose sync copies too little at ``before-drain``.
+At ``before-drain`` the harness has just synchronised every queue and waited for it, on
+a quiet cluster: a mirror still not synchronised there is ``sync-incomplete`` (a sync
+that never finishes, or a mirror that no longer receives what its master broadcasts).
 A node that could not be asked
 (``cluster-state fail``) is only listed in the result's data. Each kind is its own
 checker (one JUnit case each); their anomalies name the nodes involved where others
@@ -27,6 +30,7 @@ from harness.history.model import Event
 _SPLIT_BRAIN_CAVEAT = {"ignore": "partition-split-brain"}
 
 Report = Mapping[str, Any]  # one queue as one node reports it
+SYNCED_PHASE = "before-drain"  # recorded right after the harness synchronised every queue
 
 
 class Disagreement(Streaming):
@@ -38,6 +42,13 @@ class Disagreement(Streaming):
 
 class SplitBrain(Streaming):
     name = "split-brain"
+
+    def start(self, run: Run) -> Observer:
+        return _Agreement(run, self.name)
+
+
+class SyncIncomplete(Streaming):
+    name = "sync-incomplete"
 
     def start(self, run: Run) -> Observer:
         return _Agreement(run, self.name)
@@ -103,7 +114,25 @@ def _compare(phase: str, nodes: Mapping[str, Mapping[str, Report]]) -> list[Anom
             found.append(Anomaly("disagreement", sorted(views), f"at {phase}, nodes list "
                                  "different mirrors: " + _listing(mirrors), queue=queue))
         found.extend(_counts(phase, queue, views, nodes))
+        if phase == SYNCED_PHASE:
+            found.extend(_unsynchronised(phase, queue, views))
     return found
+
+
+def _unsynchronised(phase: str, queue: str, views: Mapping[str, Report]) -> list[Anomaly]:
+    """Mirrors the master still calls unsynchronised after the harness's sync."""
+    master = next(iter(views.values())).get("master")
+    own = views.get(master) if isinstance(master, str) else None
+    if own is None:
+        return []
+    behind = sorted(set(own.get("mirrors") or ()) - set(own.get("synchronised") or ())
+                    - {master})
+    if not behind:
+        return []
+    return [Anomaly("sync-incomplete", [str(master), *behind],
+                    f"at {phase}, after the harness synchronised {queue} on a quiet cluster, "
+                    f"its master {master} still lists {', '.join(behind)} unsynchronised",
+                    queue=queue)]
 
 
 def _counts(phase: str, queue: str, views: Mapping[str, Report],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.checker.agreement import Disagreement, SplitBrain
+from harness.checker.agreement import Disagreement, SplitBrain, SyncIncomplete
 from harness.checker.cancels import CancelMissing, CancelUnexpected
 from harness.checker.completeness import Completeness
 from harness.checker.compose import Composed
@@ -26,7 +26,7 @@ def default_checkers(bucket_s: float = 1.0) -> list[StreamingChecker]:
     """One checker per concern; each becomes one JUnit test case in reports."""
     return [Completeness(), Lost(), LostUnacked(), Unexpected(), Duplicates(), Resurrected(),
             Recovered(), Ordering(), CancelMissing(), CancelUnexpected(), Stalls(),
-            Disagreement(), SplitBrain(), WrongPromotion(), Latency(bucket_s), Throughput(bucket_s)]
+            Disagreement(), SplitBrain(), SyncIncomplete(), WrongPromotion(), Latency(bucket_s), Throughput(bucket_s)]
 
 
 def check(history: History, checkers: list[StreamingChecker] | None = None) -> Result:

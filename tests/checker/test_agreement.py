@@ -102,3 +102,18 @@ def test_a_node_that_could_not_be_asked_decides_nothing() -> None:
 def test_a_pass_without_the_agreement_checker_skips_cluster_state_lines() -> None:
     b = _states(builder())
     assert check(b.build(), [Lost()]).valid is True
+
+
+def _unsynced_n3(phase: str) -> HistoryBuilder:
+    view = {**_view(role="master"), "synchronised": ["n2"]}
+    return _states(builder(), phase=phase, n1={"q": view})
+
+
+def test_a_mirror_left_unsynchronised_by_the_harness_sync_is_a_violation() -> None:
+    b = _unsynced_n3("before-drain")
+    assert _kinds(b) == [("sync-incomplete", None)]
+    assert part(run(b), "sync-incomplete").valid is False
+
+
+def test_an_unsynchronised_mirror_is_no_anomaly_before_the_harness_syncs() -> None:
+    assert _kinds(_unsynced_n3("quiet")) == []
