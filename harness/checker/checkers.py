@@ -26,7 +26,8 @@ def default_checkers(bucket_s: float = 1.0) -> list[StreamingChecker]:
     """One checker per concern; each becomes one JUnit test case in reports."""
     return [Completeness(), Lost(), LostUnacked(), Unexpected(), Duplicates(), Resurrected(),
             Recovered(), Ordering(), CancelMissing(), CancelUnexpected(), Stalls(),
-            Disagreement(), SplitBrain(), SyncIncomplete(), WrongPromotion(), Latency(bucket_s), Throughput(bucket_s)]
+            Disagreement(), SplitBrain(), SyncIncomplete(), WrongPromotion(), Latency(bucket_s),
+            Throughput(bucket_s)]
 
 
 def check(history: History, checkers: list[StreamingChecker] | None = None) -> Result:
