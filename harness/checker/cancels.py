@@ -6,7 +6,9 @@ within the bound. The bound runs from the change, or from the first ``promotion`
 report of the queue soon after it when there is one (the broker detects a failure
 seconds after the fault starts); a missing report never excuses a missing cancel. Not
 judged: sessions that end before the bound, histories that end before it, and sessions
-whose own node a fault touched in that time (a paused node sends nothing).
+whose own node a fault took away in that time (a paused node sends nothing): a crash or
+stop of it, or under ``pause_minority`` a partition that pauses it (a node on the side
+that keeps running is judged), or any partition touching it under the other modes.
 
 ``cancel-unexpected``: a consumer that did not ask for it was cancelled while its queue
 existed: not while the record shows the queue down (its master failed with no mirror
@@ -20,7 +22,13 @@ from collections.abc import Mapping
 
 from harness.checker.anomalies import Grouper
 from harness.checker.compose import Streaming
-from harness.checker.membership import Replay, changes_from, master_changes, replayed
+from harness.checker.membership import (
+    Replay,
+    changes_from,
+    master_changes,
+    paused_minority,
+    replayed,
+)
 from harness.checker.protocol import Handler, Observer
 from harness.checker.record import touches
 from harness.checker.result import Fault, Result
@@ -73,6 +81,13 @@ class _Missing(_Judge):
     def handlers(self) -> Mapping[str, Handler]:
         return {"promotion": self.promotion}
 
+    def _took_away(self, fault: Fault, node: str | None) -> bool:
+        header = self.run.header
+        if (fault.kind == PARTITION_FAULT and node is not None
+                and header.partition_handling == "pause_minority"):
+            return node in paused_minority(fault, header.nodes)
+        return touches(fault, node)
+
     def promotion(self, ev: Event) -> None:
         if ev.queue is not None:
             self.promotions.setdefault(ev.queue, []).append(ev.time)
@@ -92,7 +107,8 @@ class _Missing(_Judge):
                 deadline = (reported[0] if reported else changed) + self.bound
                 end = s.end if s.end is not None else float("inf")
                 if end <= deadline or last < deadline or any(
-                        touches(f, s.node) and f.overlaps(changed, deadline) for f in faults):
+                        self._took_away(f, s.node) and f.overlaps(changed, deadline)
+                        for f in faults):
                     continue
                 missing.add("cancel-missing", s.process,
                             f"{s.process} asked for x-cancel-on-ha-failover and stayed "

@@ -102,3 +102,39 @@ def test_sessions_whose_consume_line_does_not_say_are_not_judged() -> None:
     b.at(7.0).cancel("c1", type="info")
     b.consume("c1", node="n2")
     assert run(_ends_at_30(b)).valid is True
+
+
+ISOLATE_N1 = {"n1": ["n2", "n3"], "n2": ["n1"], "n3": ["n1"]}  # as the nemesis records it
+
+
+def _master_cut_off_then_killed(b: HistoryBuilder) -> HistoryBuilder:
+    b.at(4.0)
+    cut = b.fault("partition", ["n1"], grudge=ISOLATE_N1)
+    b.at(4.8)
+    b.fault("kill", ["n1"])
+    b.at(8.0).heal(cut)
+    return b
+
+
+def test_a_cut_that_pauses_only_the_master_still_judges_consumers_elsewhere() -> None:
+    """Under pause_minority, isolating n1 pauses n1 alone: a consumer on n2 keeps its
+    connection and must be cancelled when the master moves."""
+    b = _master_cut_off_then_killed(_consumer_on_n2())
+    assert violated(run(_ends_at_30(b)), "cancel-missing") == ["c1"]
+
+
+def test_a_consumer_on_a_node_the_partition_pauses_is_not_judged() -> None:
+    b = builder()
+    b.connect("c1", node="n1")
+    b.consume("c1", node="n1", cancel_on_failover=True)
+    b.at(4.0)
+    cut = b.fault("partition", ["n1"], grudge=ISOLATE_N1)
+    b.at(12.0).heal(cut)
+    assert run(_ends_at_30(b)).valid is True
+
+
+def test_under_autoheal_any_partition_touching_the_node_excuses_it() -> None:
+    b = builder(partition_handling="autoheal")
+    b.connect("c1", node="n2")
+    b.consume("c1", node="n2", cancel_on_failover=True)
+    assert violated(run(_ends_at_30(_master_cut_off_then_killed(b))), "cancel-missing") == []
