@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.power.matrix import CORRECT, Cell, Matrix, kinds
 from harness.run.orchestrate import RunOptions, RunOutcome, run_scenario
@@ -67,16 +68,35 @@ def _target_runs(plan: PowerPlan, target: str, seed: int, runner: Runner) -> Ite
     for scenario in plan.scenarios:
         started = time.monotonic()
         outcome = runner(scenario if target == CORRECT else broken(scenario, target), options)
-        seconds = time.monotonic() - started
+        seconds = round(time.monotonic() - started, 1)
         spent += seconds
-        results = outcome.results or {}
-        valid = results.get("valid", "unknown")
-        verdict = "valid" if valid is True else "invalid" if valid is False else "unknown"
-        cell = Cell(target, seed, scenario.name, verdict, outcome.exit_code,
-                    kinds(results.get("violations") or ()), kinds(results.get("caveats") or ()),
-                    expected, round(seconds, 1), None, str(outcome.run_dir), outcome.error)
-        if cell.caught:
-            cell = dataclasses.replace(cell, detected_after=round(spent, 1))
+        cell = _judged(Cell(target, seed, scenario.name, "unknown", outcome.exit_code, (), (),
+                            expected, seconds, None, str(outcome.run_dir), outcome.error),
+                       outcome.results or {}, spent)
         yield cell
         if cell.caught and not plan.full:
             break
+
+
+def _judged(cell: Cell, results: Mapping[str, Any], spent: float) -> Cell:
+    """``cell`` with the verdict and kinds of ``results``; ``spent``: the wall time of the
+    target's runs on the seed up to this one, its time to detection if it caught the bug."""
+    valid = results.get("valid", "unknown")
+    verdict = "valid" if valid is True else "invalid" if valid is False else "unknown"
+    cell = dataclasses.replace(cell, verdict=verdict, detected_after=None,
+                               violations=kinds(results.get("violations") or ()),
+                               caveats=kinds(results.get("caveats") or ()))
+    return dataclasses.replace(cell, detected_after=round(spent, 1)) if cell.caught else cell
+
+
+def recheck(matrix: Matrix, judge: Callable[[Path], Mapping[str, Any]]) -> Matrix:
+    """The campaign's stored runs judged again by ``judge`` (the results of one run
+    directory), for a checker that has learnt more since they ran. Runs a campaign
+    skipped after a catch stay unrun."""
+    again = Matrix(matrix.seeds, matrix.scenarios, matrix.expected)
+    spent: dict[tuple[str, int], float] = {}
+    for cell in matrix.cells:
+        key = (cell.target, cell.seed)
+        spent[key] = spent.get(key, 0.0) + cell.seconds
+        again.cells.append(_judged(cell, judge(Path(cell.run_dir)), spent[key]))
+    return again

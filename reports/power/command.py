@@ -9,13 +9,15 @@ import argparse
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
 from cluster.breakages import CATALOGUE
 from harness.checker import EXIT_BAD_INPUT
-from harness.power.campaign import CI_SCENARIOS, CI_SEEDS, PowerPlan, run_power
-from harness.power.matrix import Cell, Matrix
+from harness.checker.command import check_path
+from harness.power.campaign import CI_SCENARIOS, CI_SEEDS, PowerPlan, recheck, run_power
+from harness.power.matrix import Cell, Matrix, matrix_from_json
 from harness.run.store import new_campaign_dir
 from harness.scenarios import ScenarioError, find_scenario
 from reports.power.render import render_power, write_power_html
@@ -53,11 +55,16 @@ def add_power(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="each run's seconds of workload (default: the scenario's)")
     p.add_argument("--store", type=Path, default=Path("store"), metavar="DIR",
                    help="store root (default %(default)s)")
+    p.add_argument("--recheck", type=Path, default=None, metavar="CAMPAIGN_DIR",
+                   help="run nothing: check a stored campaign's runs again with this "
+                   "checker and rewrite its matrix")
     p.set_defaults(handler=power_command)
 
 
 def power_command(args: argparse.Namespace) -> int:
     err = Console(stderr=True, highlight=False)
+    if args.recheck is not None:
+        return _recheck(args.recheck, err)
     try:
         scenarios = [find_scenario(name) for name in args.scenarios or CI_SCENARIOS]
     except ScenarioError as exc:
@@ -98,3 +105,32 @@ def _write(matrix: Matrix, directory: Path) -> Path:
     (directory / POWER_FILE).write_text(json.dumps(matrix.to_json(), indent=1) + "\n",
                                         encoding="utf-8")
     return write_power_html(matrix, directory)
+
+
+def _recheck(directory: Path, err: Console) -> int:
+    try:
+        matrix = matrix_from_json(json.loads((directory / POWER_FILE).read_text("utf-8")))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        err.print(f"mirrorchaos power: no campaign to recheck in {directory}: {exc}",
+                  markup=False)
+        return EXIT_BAD_INPUT
+    matrix = recheck(matrix, _check_again)
+    page = _write(matrix, directory)
+    render_power(matrix, Console())
+    err.print(f"rechecked {len(matrix.cells)} runs; stored in {directory} ({POWER_FILE}, "
+              f"{page.name})", markup=False)
+    return 1 if matrix.missed() else 0
+
+
+def _check_again(run_dir: Path) -> dict[str, Any]:
+    """The run checked again and its results.json rewritten; a harness failure the run
+    recorded still keeps its verdict from being valid."""
+    before = json.loads((run_dir / "results.json").read_text("utf-8"))
+    results = check_path(run_dir)
+    if before.get("harness_error"):
+        results["harness_error"] = before["harness_error"]
+        if results.get("valid") is True:
+            results["valid"] = "unknown"
+    (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n",
+                                          encoding="utf-8")
+    return results

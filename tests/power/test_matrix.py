@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness.power.campaign import PowerPlan, broken, run_power
+from harness.power.campaign import PowerPlan, broken, recheck, run_power
 from harness.power.matrix import CORRECT, matrix_from_json
 from harness.run.orchestrate import RunOptions, RunOutcome
 from harness.scenarios.model import Scenario
@@ -93,3 +93,17 @@ def test_the_matrix_survives_json_and_renders_its_misses(tmp_path):
 def test_a_broken_scenario_starts_its_nodes_with_the_switch():
     assert broken(Scenario("s", "d", node_args=("--tick", "1")), "gm-reorder").node_args == (
         "--tick", "1", "--break", "gm-reorder")
+
+
+def test_a_recheck_judges_the_stored_runs_again(tmp_path):
+    runner = fake_runs({("early-confirm", "a"): (True, []), ("early-confirm", "b"): (True, [])},
+                       [])
+    matrix = run_power(plan(tmp_path, correct=False), runner=runner)
+    assert not matrix.passed("early-confirm", 7)
+    stricter = {"valid": False, "violations": [{"kind": "lost"}], "caveats": []}
+    again = recheck(matrix, lambda run_dir: stricter if run_dir.name == "b" else {"valid": True})
+    caught = again.outcome("early-confirm", 7)
+    assert caught is not None and caught.scenario == "b" and caught.caught
+    first = again.of("early-confirm", 7)[0]
+    assert caught.detected_after == round(first.seconds + caught.seconds, 1)
+    assert again.passed("early-confirm", 11) and not again.passed("gm-reorder", 7)
