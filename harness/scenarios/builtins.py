@@ -181,6 +181,17 @@ DETECTION: tuple[Scenario, ...] = (
                  *_cut_and_kill(12.0), _step(15.0, "heal"),
                  _step(19.0, "power-loss", {"nodes": "all"}), _step(21.0, "heal")]}),
              phases=Phases(warmup=3.0, faults=25.0, recovery=6.0, promotion_drain=True)),
+    Scenario("gauntlet-promote", "ha-promote-on-failure when-synced: masters cut off and "
+             "killed until no mirror is synchronised, then the master killed again (the queue "
+             "must wait for it rather than promote an empty mirror); then a drain by "
+             "promotion",
+             policy={"ha-mode": "all", "ha-sync-mode": "manual",
+                     "ha-promote-on-failure": "when-synced"}, workload=_GAUNTLET,
+             nemesis=NemesisSpec("sequence", options={"steps": [
+                 *_cut_and_kill(0.0), _step(3.0, "heal"),
+                 *_cut_and_kill(6.0), _step(9.0, "heal"),
+                 *_cut_and_kill(12.0), _step(15.0, "heal")]}),
+             phases=Phases(warmup=3.0, faults=20.0, recovery=6.0, promotion_drain=True)),
 )
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in BUILTINS + DETECTION}
