@@ -9,7 +9,11 @@ before getting the requeued message again, the broker put the message behind the
 getter that requeues what its ``basic.get`` returned has nothing in flight: P is 0.
 Receipts on different connections cannot be ordered, so when the message comes back to
 another consumer nothing is judged; nor after a disconnect, a broker cancel, a recover
-or a failure fault, any of which may requeue or reorder.
+or a failure fault, any of which may requeue or reorder. A broker that requeues at the
+tail of a long queue gives the message back only after such an event, so the consumer
+is accused as soon as it has more than P + ``SLACK`` later first deliveries with the
+message still not seen anywhere: the slack covers a copy another consumer got first but
+whose receipt the harness recorded a little later.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from harness.checker.protocol import Handler
 from harness.checker.record import FAILURE_FAULTS
 from harness.checker.run import Run
 from harness.history.model import Event
+
+SLACK = 2  # later first deliveries beyond the prefetch before accusing without the return
 
 
 @dataclass
@@ -95,9 +101,12 @@ class Requeues:
         log = self.run.log
         if log is None or log.count[ev.seq] or ev.queue is None:
             return
-        for w in self.by_session.get((ev.process, ev.queue), ()):
+        for w in list(self.by_session.get((ev.process, ev.queue), ())):
             if w.producer == log.name and ev.seq > w.seq:
                 w.later += 1
+                if w.later > w.prefetch + SLACK:
+                    self._drop(w)
+                    self._accuse(w, ev.time)
 
     def recover(self, ev: Event) -> None:
         if ev.type != "fail":

@@ -172,3 +172,26 @@ def test_a_consumer_that_requeues_a_get_is_judged_by_its_prefetch() -> None:
         b.ack(msg, "g1")
     b.drain()
     assert run(b).valid is True
+
+
+def _six_later(b: HistoryBuilder) -> HistoryBuilder:
+    for seq in range(7, 13):
+        b.publish(f"p1-{seq}")
+    return b
+
+
+def test_a_message_requeued_behind_many_is_accused_before_it_comes_back() -> None:
+    """Put at the tail of a long queue, it returns only after a fault or disconnect
+    (which ends every watch); the consumer's fifth later message already tells."""
+    b = _six_later(_requeued_by_c1())
+    for seq in range(2, 7):
+        b.deliver(f"p1-{seq}")
+        b.ack(f"p1-{seq}")
+    b.disconnect("c1", type="info")
+    assert violated(run(_then(b, back_to="c2")), "reordered") == ["p1-1"]
+
+
+def test_a_copy_another_consumer_got_first_may_be_recorded_slightly_late() -> None:
+    b = _six_later(_requeued_by_c1())
+    result = run(_then(b, "p1-2", "p1-3", "p1-4", "p1-5", back_to="c2"))
+    assert part(result, "ordering").valid is True
