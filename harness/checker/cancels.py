@@ -22,15 +22,9 @@ from collections.abc import Mapping
 
 from harness.checker.anomalies import Grouper
 from harness.checker.compose import Streaming
-from harness.checker.membership import (
-    Replay,
-    changes_from,
-    master_changes,
-    paused_minority,
-    replayed,
-)
+from harness.checker.membership import Replay, changes_from, master_changes, replayed
 from harness.checker.protocol import Handler, Observer
-from harness.checker.record import touches
+from harness.checker.record import takes_away
 from harness.checker.result import Fault, Result
 from harness.checker.run import Run
 from harness.history.model import PARTITION_FAULT, Event
@@ -81,13 +75,6 @@ class _Missing(_Judge):
     def handlers(self) -> Mapping[str, Handler]:
         return {"promotion": self.promotion}
 
-    def _took_away(self, fault: Fault, node: str | None) -> bool:
-        header = self.run.header
-        if (fault.kind == PARTITION_FAULT and node is not None
-                and header.partition_handling == "pause_minority"):
-            return node in paused_minority(fault, header.nodes)
-        return touches(fault, node)
-
     def promotion(self, ev: Event) -> None:
         if ev.queue is not None:
             self.promotions.setdefault(ev.queue, []).append(ev.time)
@@ -97,6 +84,7 @@ class _Missing(_Judge):
         sessions = [s for s in timeline.sessions if s.cancel_on_failover]
         faults, replays = self.replays({s.queue for s in sessions})
         missing = Grouper()
+        header = self.run.header
         last = self.run.last if self.run.last is not None else float("-inf")
         for s in sessions:
             for changed, before, after in master_changes(replays[s.queue].masters):
@@ -107,8 +95,8 @@ class _Missing(_Judge):
                 deadline = (reported[0] if reported else changed) + self.bound
                 end = s.end if s.end is not None else float("inf")
                 if end <= deadline or last < deadline or any(
-                        self._took_away(f, s.node) and f.overlaps(changed, deadline)
-                        for f in faults):
+                        takes_away(f, s.node, header.nodes, header.partition_handling)
+                        and f.overlaps(changed, deadline) for f in faults):
                     continue
                 missing.add("cancel-missing", s.process,
                             f"{s.process} asked for x-cancel-on-ha-failover and stayed "

@@ -6,6 +6,7 @@ moment: a fault without targets (nor ``grudge``) is taken to touch every node.
 
 from __future__ import annotations
 
+from harness.checker.membership import paused_minority
 from harness.checker.result import Fault
 from harness.history.model import CRASH_FAULTS, PARTITION_FAULT, SHUTDOWN_FAULTS
 
@@ -24,6 +25,17 @@ def touches(fault: Fault, node: str | None) -> bool:
         return True
     return node in fault.targets or node in grudge or any(
         node in cut for cut in grudge.values())
+
+
+def takes_away(fault: Fault, node: str | None, nodes: tuple[str, ...],
+               partition_handling: str) -> bool:
+    """Whether ``fault`` took ``node`` out of the cluster: under ``pause_minority`` a
+    partition takes away only the nodes it pauses (the side that keeps a majority runs
+    on); otherwise as `touches`."""
+    if (fault.kind == PARTITION_FAULT and node is not None
+            and partition_handling == "pause_minority"):
+        return node in paused_minority(fault, nodes)
+    return touches(fault, node)
 
 
 def is_link_fault(fault: Fault) -> bool:

@@ -3,9 +3,13 @@
 An ack may be lost with the connection that carried it, or with a master that died
 before passing it to its mirrors; then a redelivery is what the design allows. So a
 delivery after ``ack ok`` is a violation only when, by the harness's record, within the
-grace period G after the ack the acking connection stayed up and no failure (kill,
-stop, pause, restart, partition) touched the queue's master, and no link fault touched
-the master or the acker's node between the ack and the redelivery. A redelivery read
+grace period G around the ack the acking connection stayed up, no failure (kill,
+stop, pause, restart; a partition that pauses it under ``pause_minority``, any that
+touches it otherwise) took the queue's master away, and no link fault stood
+on the ack's way: a partition that parts the acker's node from the master, or another
+link fault touching either. A cut between the master and some mirror excuses nothing:
+GM passes the ack on around it. A fault long after the ack excuses nothing either: by
+then the master had passed it on. A redelivery read
 by a connection that ends within G is not judged: it may be a stale copy from before
 the ack, read off a socket the broker was closing.
 """
@@ -21,10 +25,10 @@ from harness.checker.compose import Streaming
 from harness.checker.ledger import ACKED
 from harness.checker.membership import changes_from, master_at, replayed
 from harness.checker.protocol import Handler, Observer
-from harness.checker.record import is_failure, is_link_fault, touches
-from harness.checker.result import Result
+from harness.checker.record import is_failure, is_link_fault, takes_away, touches
+from harness.checker.result import Fault, Result
 from harness.checker.run import Run
-from harness.history.model import Event
+from harness.history.model import PARTITION_FAULT, Event
 
 GRACE_S = 2.0
 _UNNAMED = 255
@@ -129,16 +133,18 @@ class _Resurrected:
         violations = Grouper()
         allowed = 0
         g = self.grace
+        nodes, handling = run.header.nodes, run.header.partition_handling
         for a in self.again:
             masters = replays[a.queue].masters
             master = master_at(masters, a.acked)
             if (a.acker is None or timeline.disconnected(a.acker, a.acked, a.acked + g)
                     or timeline.disconnected(a.receiver, a.time, a.time + g)
                     or any(is_failure(f) and f.overlaps(a.acked - g, a.acked + g) and (
-                        touches(f, master) or touches(f, master_at(masters, f.start)))
+                        takes_away(f, master, nodes, handling)
+                        or takes_away(f, master_at(masters, f.start), nodes, handling))
                         for f in faults)
-                    or any(is_link_fault(f) and f.overlaps(a.acked, a.time) and (
-                        touches(f, master) or touches(f, a.acker_node)) for f in faults)
+                    or any(is_link_fault(f) and f.overlaps(a.acked - g, a.acked + g)
+                           and _on_the_way(f, a.acker_node, master) for f in faults)
                     or any(down < a.time and back > a.acked
                            for down, back in replays[a.queue].outages)):
                 allowed += 1
@@ -151,3 +157,11 @@ class _Resurrected:
         counts = {"resurrected": len(violations), "resurrected_allowed": allowed}
         return Result(Resurrected.name, not violations, counts,
                       violations.anomalies(timeline))
+
+
+def _on_the_way(fault: Fault, acker_node: str | None, master: str) -> bool:
+    """Whether a link fault may have held up an ack from ``acker_node`` to ``master``."""
+    grudge = fault.detail.get("grudge")
+    if fault.kind != PARTITION_FAULT or not grudge or acker_node is None:
+        return touches(fault, master) or touches(fault, acker_node)
+    return acker_node in grudge.get(master, ()) or master in grudge.get(acker_node, ())

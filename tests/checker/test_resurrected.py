@@ -1,6 +1,6 @@
 """``resurrected``: a delivery after an ack the broker must have had, and the acks the
-design may lose (the acking connection or the master failed within the grace period,
-or a link fault stood between the ack and the redelivery)."""
+design may lose (the acking connection or the master failed, or a link fault touched
+the master or the acker's node, within the grace period around the ack)."""
 
 from __future__ import annotations
 
@@ -74,15 +74,22 @@ def test_a_mirror_failing_within_the_grace_period_excuses_nothing() -> None:
     assert violated(run(_redelivered_at_10(b)), "resurrected") == ["p1-1"]
 
 
-def test_a_link_fault_on_the_ackers_node_before_the_redelivery_may_lose_the_ack() -> None:
+def test_a_link_fault_on_the_ackers_node_just_after_the_ack_may_lose_it() -> None:
+    b = _acked_at_1()
+    b.at(2.5).heal(b.fault("latency", ["n2"]))
+    assert run(_redelivered_at_10(b)).valid is True
+
+
+def test_a_link_fault_long_after_the_ack_excuses_nothing() -> None:
+    """By then the master had the ack and had passed it to its mirrors."""
     b = _acked_at_1()
     b.at(5.0).heal(b.fault("latency", ["n2"]))
-    assert run(_redelivered_at_10(b)).valid is True
+    assert violated(run(_redelivered_at_10(b)), "resurrected") == ["p1-1"]
 
 
 def test_a_link_fault_elsewhere_excuses_nothing() -> None:
     b = _acked_at_1()
-    b.at(5.0).heal(b.fault("latency", ["n3"]))
+    b.at(2.5).heal(b.fault("latency", ["n3"]))
     assert violated(run(_redelivered_at_10(b)), "resurrected") == ["p1-1"]
 
 
@@ -130,8 +137,31 @@ def test_the_ackers_node_is_the_one_it_was_connected_to_when_it_acked() -> None:
     b.connect("c1", node="n3")  # a new connection, on another node
     b.deliver("p1-2", node="n3")
     b.ack("p1-2")
-    b.at(5.0).heal(b.fault("latency", ["n3"]))
+    b.at(1.5).heal(b.fault("latency", ["n3"]))
     b.at(10.0).deliver("p1-1", "c2", redelivered=True)
     b.deliver("p1-2", "c2", redelivered=True)
     b.at(12.0).drain()
     assert violated(run(b), "resurrected") == ["p1-1"]
+
+
+def _isolated(node: str) -> dict[str, list[str]]:
+    return {n: ([m for m in ("n1", "n2", "n3") if m != node] if n == node else [node])
+            for n in ("n1", "n2", "n3")}
+
+
+def test_a_cut_between_the_master_and_a_mirror_excuses_nothing() -> None:
+    """Under pause_minority isolating the mirror n3 pauses n3 alone: the master stays
+    and GM passes the ack on to n2 around the cut."""
+    b = _acked_at_1()
+    b.at(1.5)
+    cut = b.fault("partition", ["n3"], grudge=_isolated("n3"))
+    b.at(3.0).heal(cut)
+    assert violated(run(_redelivered_at_10(b)), "resurrected") == ["p1-1"]
+
+
+def test_a_cut_that_pauses_the_master_right_after_the_ack_may_lose_it() -> None:
+    b = _acked_at_1("n1")
+    b.at(1.5)
+    cut = b.fault("partition", ["n1"], grudge=_isolated("n1"))
+    b.at(3.0).heal(cut)
+    assert run(_redelivered_at_10(b)).valid is True
