@@ -227,10 +227,14 @@ class TxPublisher(Client):
         while self.running():
             if broken.is_set():
                 raise ConnectionLost("connection closed")
-            batch = [f"{self.id}-{next(self.seq)}" for _ in range(self.spec.tx_batch)]
+            # Only what was published gets an outcome: a batch cut short by a lost
+            # connection has no confirm line for ids it never used.
+            batch: list[str] = []
             try:
-                for msg in batch:
+                for _ in range(self.spec.tx_batch):
+                    msg = f"{self.id}-{next(self.seq)}"
                     self.record("publish", "invoke", msg=msg, queue=self.queue)
+                    batch.append(msg)
                     await channel.default_exchange.publish(
                         self.message(msg), routing_key=self.queue, mandatory=False)
                     self.record("publish", "ok", msg=msg, queue=self.queue)
