@@ -16,6 +16,7 @@ from rich.console import Console
 from cluster.breakages import CATALOGUE
 from harness.checker import EXIT_BAD_INPUT
 from harness.checker.command import check_path
+from harness.history.errors import BadHistory
 from harness.power.campaign import CI_SCENARIOS, CI_SEEDS, PowerPlan, recheck, run_power
 from harness.power.matrix import Cell, Matrix, matrix_from_json
 from harness.run.store import new_campaign_dir
@@ -124,9 +125,14 @@ def _recheck(directory: Path, err: Console) -> int:
 
 def _check_again(run_dir: Path) -> dict[str, Any]:
     """The run checked again and its results.json rewritten; a harness failure the run
-    recorded still keeps its verdict from being valid."""
-    before = json.loads((run_dir / "results.json").read_text("utf-8"))
-    results = check_path(run_dir)
+    recorded still keeps its verdict from being valid. A history the checker refuses is
+    unknown, with the reason."""
+    path = run_dir / "results.json"
+    before = json.loads(path.read_text("utf-8")) if path.exists() else {}
+    try:
+        results = check_path(run_dir)
+    except BadHistory as exc:
+        return {"valid": "unknown", "error": f"bad input: {exc}"}
     if before.get("harness_error"):
         results["harness_error"] = before["harness_error"]
         if results.get("valid") is True:
