@@ -1,16 +1,29 @@
 """``cluster-state`` lines (docs/history-format.md): what each running node's management
-API reports of every queue at a quiet moment, for the checker's cross-node agreement
-checks."""
+API reports of every queue, for the checker's cross-node agreement checks.
+
+The run records them at quiet moments (``quiet``, ``before-drain``, ``end``); a scenario
+can also ask for one mid-run with the sequence step ``cluster-state`` (`SettledState`),
+which first waits, within a bound, for the cluster to settle after a heal."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import itertools
+import time
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from faults.management import Management, ManagementError
+from faults.nemesis import HEAL, Op
+from harness.scenarios.nemesis import SETTLED_STATE
 from harness.workload import Recorder
 
 PROCESS = "harness"
+SETTLED_PHASE = "settled"  # its phases are settled-1, settled-2, ...
+# How long a settled snapshot waits for the nodes to agree: well past an autoheal
+# restart or a paused minority's resume, short enough not to swallow the next step.
+SETTLE_SECONDS = 8.0
+
+Reports = dict[str, dict[str, dict[str, Any]] | str]  # node -> queues, or why not asked
 
 
 def queue_states(listing: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -29,20 +42,87 @@ def queue_states(listing: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, An
     return states
 
 
-def record_cluster_state(recorder: Recorder, phase: str,
-                         endpoints: Mapping[str, Management]) -> None:
-    """One ``cluster-state`` line per node: ``ok`` with its queues, or ``fail`` with
-    why it could not be asked."""
+def ask_cluster_state(endpoints: Mapping[str, Management]) -> Reports:
+    """Each node's queues, or the reason it could not be asked."""
+    reports: Reports = {}
     for node, management in endpoints.items():
         try:
             listing = management.call("GET", "/api/queues/%2F")
         except ManagementError as exc:
-            recorder.record(PROCESS, "cluster-state", "fail", node=node, phase=phase,
-                            error=str(exc))
+            reports[node] = str(exc)
             continue
         if not isinstance(listing, list):
-            recorder.record(PROCESS, "cluster-state", "fail", node=node, phase=phase,
-                            error=f"GET /api/queues/%2F answered {listing!r}, not a list")
+            reports[node] = f"GET /api/queues/%2F answered {listing!r}, not a list"
             continue
-        recorder.record(PROCESS, "cluster-state", "ok", node=node, phase=phase,
-                        queues=queue_states(q for q in listing if isinstance(q, Mapping)))
+        reports[node] = queue_states(q for q in listing if isinstance(q, Mapping))
+    return reports
+
+
+def write_cluster_state(recorder: Recorder, phase: str, reports: Reports) -> None:
+    """One ``cluster-state`` line per node: ``ok`` with its queues, or ``fail`` with
+    why it could not be asked."""
+    for node, report in reports.items():
+        if isinstance(report, str):
+            recorder.record(PROCESS, "cluster-state", "fail", node=node, phase=phase,
+                            error=report)
+        else:
+            recorder.record(PROCESS, "cluster-state", "ok", node=node, phase=phase,
+                            queues=report)
+
+
+def record_cluster_state(recorder: Recorder, phase: str,
+                         endpoints: Mapping[str, Management]) -> None:
+    write_cluster_state(recorder, phase, ask_cluster_state(endpoints))
+
+
+def settled(reports: Reports) -> bool:
+    """Every node answered, and all name the same queues with the same master and
+    mirrors (message counts may differ while clients work)."""
+    views = list(reports.values())
+    if not views or any(isinstance(v, str) for v in views):
+        return False
+    shapes = {tuple(sorted((name, q.get("master"), tuple(sorted(q.get("mirrors") or ())))
+                           for name, q in view.items()))
+              for view in views if not isinstance(view, str)}
+    return len(shapes) == 1
+
+
+class SettledState:
+    """The ``cluster-state`` step: asks every running node until they have settled
+    (`settled`) or ``settle_s`` has passed, then records what each reported as phase
+    ``settled-N``. A broker that never converges after a heal (two masters for good,
+    a node that lost a queue) is recorded as it stands when the wait runs out, and the
+    agreement checker judges it. It is an observation, not a fault: the run writes no
+    fault lines for it."""
+
+    fs = frozenset({SETTLED_STATE, HEAL})
+
+    def __init__(self, recorder: Recorder, endpoints: Mapping[str, Management],
+                 running: Callable[[], list[str]], *, settle_s: float = SETTLE_SECONDS,
+                 poll: float = 0.25) -> None:
+        self.recorder = recorder
+        self.endpoints = dict(endpoints)
+        self.running = running
+        self.settle_s = settle_s
+        self.poll = poll
+        self._phases = itertools.count(1)
+
+    def setup(self) -> None:
+        return None
+
+    def teardown(self) -> None:
+        return None
+
+    def invoke(self, op: Op) -> Op:
+        if op.f == HEAL:
+            return op.ok({})
+        deadline = time.monotonic() + self.settle_s
+        while True:
+            reports = ask_cluster_state({n: self.endpoints[n] for n in self.running()})
+            agreed = settled(reports)
+            if agreed or time.monotonic() >= deadline:
+                break
+            time.sleep(self.poll)
+        phase = f"{SETTLED_PHASE}-{next(self._phases)}"
+        write_cluster_state(self.recorder, phase, reports)
+        return op.ok({"phase": phase, "settled": agreed})

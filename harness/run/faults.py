@@ -13,7 +13,7 @@ from typing import Any
 from faults.nemesis import HEAL, Nemesis, Op
 from faults.topology import Topology
 from harness.history import HistoryWriter
-from harness.scenarios.nemesis import MASTER_OUT, SYMBOLIC
+from harness.scenarios.nemesis import MASTER_OUT, SETTLED_STATE, SYMBOLIC
 
 # nemesis op -> the fault kind the checker knows it by (a degrade is named by its toxic)
 _KINDS = {"kill": "kill", "power-loss": "power-loss", "stop": "stop", "pause": "pause",
@@ -59,6 +59,8 @@ class RecordedNemesis:
     def invoke(self, op: Op) -> Op:
         if op.f == HEAL:
             return self._heal(op)
+        if op.f == SETTLED_STATE:  # an observation that records itself: no fault lines
+            return self.inner.invoke(op)
         op = self._resolve(op)
         if op.f in _ENDING:
             return self._end_some(op)

@@ -28,6 +28,7 @@ import aio_pika
 
 from faults.management import Management, ManagementError
 from faults.nemesis import (
+    Compose,
     ManagementView,
     Op,
     Record,
@@ -40,7 +41,7 @@ from faults.process import ProcessState
 from faults.toxiproxy.rng import derive, fresh_seed
 from harness.checker import check_command
 from harness.history import HistoryWriter
-from harness.run.cluster_state import record_cluster_state
+from harness.run.cluster_state import SettledState, record_cluster_state
 from harness.run.faults import ActiveFaults, RecordedNemesis
 from harness.run.store import new_run_dir, write_json
 from harness.runtime import Cluster, ClusterSpec, Runtime
@@ -239,9 +240,10 @@ class ScenarioRun:
                            [link.name for link in cluster.topology.client_links])
         management = self.management = {n: Management(cluster.mgmt_url(n))
                                          for n in s.node_names}
-        inner = combined_nemesis(seeds["nemesis"], control=cluster.process_control(),
-                                 view=ManagementView(management), client=cluster.toxiproxy,
-                                 topology=cluster.topology, management=management)
+        faults = combined_nemesis(seeds["nemesis"], control=cluster.process_control(),
+                                  view=ManagementView(management), client=cluster.toxiproxy,
+                                  topology=cluster.topology, management=management)
+        inner = Compose([faults, SettledState(recorder, management, self._running)])
         nemesis = RecordedNemesis(inner, recorder.writer, self._locate, cluster.topology,
                                   s.node_names, self.status.faults)
         asyncio.run(self._phases(cluster, recorder, nemesis, steps))

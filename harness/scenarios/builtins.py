@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from harness.scenarios.model import NemesisSpec, Phases, Scenario
+from harness.scenarios.nemesis import SETTLED_STATE
 from harness.workload.spec import WorkloadSpec
 
 _PUBLISH_ONLY = WorkloadSpec(publishers=3, consumers=0)  # confirms, then the final drain
@@ -47,7 +48,8 @@ def _cut_and_kill(at: float, which: str = "master") -> list[dict[str, object]]:
 # youngest mirror is empty (which mirror is promoted); a graceful stop while no mirror is
 # synchronised (when-synced); syncs, then a kill (what a sync copied); a mirror cut off
 # and killed (GM take-over), then the master; a partition long enough to pause the
-# minority. The run ends with a drain by promotion and the nodes' agreement.
+# minority, and once it is back, the nodes' agreement. The run ends with a drain by
+# promotion and the nodes' agreement.
 _GAUNTLET_STEPS = [
     *_cut_and_kill(0.0), _step(3.0, "heal"),
     *_cut_and_kill(8.0), _step(11.0, "heal"),
@@ -57,6 +59,7 @@ _GAUNTLET_STEPS = [
     *_cut_and_kill(33.0), _step(36.0, "heal"),
     _step(39.0, "sync-queue", {"queue": "q2"}), _step(39.5, "sync-queue", {"queue": "q1"}),
     _step(41.0, "partition", _ISOLATE_MASTER), _step(47.0, "heal"),
+    _step(47.5, SETTLED_STATE),
 ]
 
 
@@ -171,13 +174,15 @@ DETECTION: tuple[Scenario, ...] = (
              nemesis=NemesisSpec("sequence", options={"steps": _GAUNTLET_STEPS}),
              phases=Phases(warmup=3.0, faults=50.0, recovery=6.0, promotion_drain=True)),
     Scenario("gauntlet-autoheal", "autoheal partition handling: the master cut off past "
-             "failure detection and healed (the smaller side must restart), a cut and kill "
+             "failure detection and healed (the smaller side must restart, and the nodes "
+             "agree again), a cut and kill "
              "of the master, a power loss of every node (unsynced writes lost); then a drain "
              "by promotion",
              partition_handling="autoheal",
              policy={"ha-mode": "all", "ha-sync-mode": "automatic"}, workload=_GAUNTLET,
              nemesis=NemesisSpec("sequence", options={"steps": [
                  _step(0.0, "partition", _ISOLATE_MASTER), _step(6.0, "heal"),
+                 _step(6.5, SETTLED_STATE),
                  *_cut_and_kill(12.0), _step(15.0, "heal"),
                  _step(19.0, "power-loss", {"nodes": "all"}), _step(21.0, "heal")]}),
              phases=Phases(warmup=3.0, faults=25.0, recovery=6.0, promotion_drain=True)),

@@ -23,10 +23,12 @@ from harness.scenarios.model import Scenario
 POLICY_NAME = "mirrorchaos"  # the run's own policy, set at the start on the workload's queues
 SYMBOLIC = ("master", "mirror")  # targets resolved when the op is invoked
 MASTER_OUT = "master-out"  # degrade links: the node links from the master when invoked
+# not a fault: record every node's view once they agree again (harness.run.cluster_state)
+SETTLED_STATE = "cluster-state"
 _PROCESS = ("kill", "stop", "pause", "power-loss")
 _SEQUENCE_FS = ("kill", "stop", "pause", "power-loss", "resume", "start", "restart",
                 "rolling-restart", "partition", "degrade", "set-policy", "clear-policy",
-                "sync-queue", HEAL)
+                "sync-queue", HEAL, SETTLED_STATE)
 
 
 class PlanError(ValueError):

@@ -69,6 +69,21 @@ def test_counts_are_compared_at_every_quiet_moment() -> None:
         assert _kinds(b) == [("disagreement", None)], phase
 
 
+def test_counts_are_not_compared_mid_run_while_clients_work() -> None:
+    b = _states(builder(), phase="settled-1", n3={"q": _view(local=4)})
+    assert _kinds(b) == []
+
+
+def test_two_masters_once_settled_mid_run_are_a_split_brain_under_autoheal() -> None:
+    """An autoheal loser that never restarts keeps its own master after the heal."""
+    b = _states(builder(partition_handling="autoheal"), phase="settled-1",
+                n1={"q": _view(master="n1", mirrors=(), role="master")},
+                n2={"q": _view(master="n2", mirrors=("n3",), role="master")},
+                n3={"q": _view(master="n2", mirrors=("n3",))})
+    assert _kinds(b) == [("split-brain", None)]
+    assert run(b).valid is False
+
+
 def test_two_masters_are_a_split_brain_violation_under_pause_minority() -> None:
     b = _states(builder(), n3={"q": _view(master="n3", mirrors=())})
     assert _kinds(b) == [("split-brain", None)]

@@ -1,5 +1,6 @@
 """``cluster-state`` lines from what the management API lists: a node's own replica is
-kept when the node reports one, and a node that does not answer is a ``fail`` line."""
+kept when the node reports one, and a node that does not answer is a ``fail`` line; the
+mid-run step waits for the nodes to agree, within its bound."""
 
 from __future__ import annotations
 
@@ -8,9 +9,16 @@ import socket
 from pathlib import Path
 
 from faults.management import Management
+from faults.nemesis import Op
 from harness.history import HistoryWriter, read_history
 from harness.process_node import NodeProcess
-from harness.run.cluster_state import queue_states, record_cluster_state
+from harness.run.cluster_state import (
+    SettledState,
+    queue_states,
+    record_cluster_state,
+    settled,
+)
+from harness.scenarios.nemesis import SETTLED_STATE
 from harness.workload import Recorder
 
 
@@ -49,3 +57,45 @@ def test_a_node_that_answers_and_one_that_does_not(node: NodeProcess, tmp_path: 
     assert (fail["type"], fail["node"], fail["phase"]) == ("fail", "n2", "end")
     assert "no answer" in fail["error"]
     assert len(list(read_history(path))) == 2  # lines the history's reader accepts
+
+
+def test_reports_have_settled_when_all_answer_and_name_the_same_masters_and_mirrors() -> None:
+    view = {"master": "n1", "mirrors": ["n2", "n3"], "messages": 4}
+    assert settled({"n1": {"q": view}, "n2": {"q": {**view, "mirrors": ["n3", "n2"],
+                                                    "messages": 9}}})
+    assert not settled({"n1": {"q": view}, "n2": {"q": {**view, "master": "n2"}}})
+    assert not settled({"n1": {"q": view}, "n2": {}})
+    assert not settled({"n1": {"q": view}, "n2": "no answer"})
+    assert not settled({})
+
+
+def test_the_settled_step_records_at_once_when_the_nodes_agree(node: NodeProcess,
+                                                               tmp_path: Path) -> None:
+    management = Management(node.mgmt_url)
+    management.call("PUT", "/api/queues/%2F/q1", {"durable": True})
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path, run_id="r", scenario="t", seed=1, config={
+            "nodes": ["n1"], "partition_handling": "autoheal"}) as writer:
+        step = SettledState(Recorder(writer), {"n1": management}, lambda: ["n1"],
+                            settle_s=60.0)
+        first, second = step.invoke(Op(SETTLED_STATE)), step.invoke(Op(SETTLED_STATE))
+    assert (first.type, first.value) == ("ok", {"phase": "settled-1", "settled": True})
+    assert second.value["phase"] == "settled-2"
+    lines = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    assert [(e["node"], e["phase"], e["type"]) for e in lines] == [
+        ("n1", "settled-1", "ok"), ("n1", "settled-2", "ok")]
+    assert lines[0]["queues"]["q1"]["master"] == management.call("GET", "/api/overview")["node"]
+
+
+def test_the_settled_step_records_what_it_has_when_the_bound_runs_out(
+        node: NodeProcess, tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    endpoints = {"n1": Management(node.mgmt_url),
+                 "n2": Management(f"http://127.0.0.1:{closed_port()}")}
+    with HistoryWriter(path, run_id="r", scenario="t", seed=1, config={
+            "nodes": ["n1", "n2"], "partition_handling": "autoheal"}) as writer:
+        done = SettledState(Recorder(writer), endpoints, lambda: ["n1", "n2"],
+                            settle_s=0.5, poll=0.1).invoke(Op(SETTLED_STATE))
+    assert done.value == {"phase": "settled-1", "settled": False}
+    lines = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    assert [(e["node"], e["type"]) for e in lines] == [("n1", "ok"), ("n2", "fail")]
