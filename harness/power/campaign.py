@@ -49,10 +49,10 @@ def broken(scenario: Scenario, bug: str) -> Scenario:
 
 def run_power(plan: PowerPlan, on_cell: Progress = lambda _matrix, _cell: None,
               runner: Runner = run_scenario) -> Matrix:
-    matrix = Matrix(tuple(plan.seeds), tuple(s.name for s in plan.scenarios), dict(plan.bugs))
-    targets = ([CORRECT] if plan.correct else []) + list(plan.bugs)
+    matrix = Matrix(tuple(plan.seeds), tuple(s.name for s in plan.scenarios), dict(plan.bugs),
+                    correct=plan.correct)
     for seed in plan.seeds:
-        for target in targets:
+        for target in matrix.targets:
             for cell in _target_runs(plan, target, seed, runner):
                 matrix.cells.append(cell)
                 on_cell(matrix, cell)
@@ -93,7 +93,7 @@ def recheck(matrix: Matrix, judge: Callable[[Path], Mapping[str, Any]]) -> Matri
     """The campaign's stored runs judged again by ``judge`` (the results of one run
     directory), for a checker that has learnt more since they ran. Runs a campaign
     skipped after a catch stay unrun."""
-    again = Matrix(matrix.seeds, matrix.scenarios, matrix.expected)
+    again = Matrix(matrix.seeds, matrix.scenarios, matrix.expected, correct=matrix.correct)
     spent: dict[tuple[str, int], float] = {}
     for cell in matrix.cells:
         key = (cell.target, cell.seed)

@@ -52,10 +52,11 @@ class Matrix:
     scenarios: tuple[str, ...]
     expected: Mapping[str, tuple[str, ...]]  # bug -> violation kinds that catch it
     cells: list[Cell] = field(default_factory=list)
+    correct: bool = True  # whether the campaign runs the correct broker too
 
     @property
     def targets(self) -> list[str]:
-        return [CORRECT, *self.expected]
+        return [CORRECT, *self.expected] if self.correct else list(self.expected)
 
     def of(self, target: str, seed: int) -> list[Cell]:
         return [c for c in self.cells if c.target == target and c.seed == seed]
@@ -82,6 +83,7 @@ class Matrix:
     def to_json(self) -> dict[str, Any]:
         return {
             "seeds": list(self.seeds), "scenarios": list(self.scenarios),
+            "correct": self.correct,
             "expected": {bug: list(kinds) for bug, kinds in self.expected.items()},
             "passed": not self.missed(),
             "missed": [{"target": t, "seed": s} for t, s in self.missed()],
@@ -104,7 +106,8 @@ class Matrix:
 def matrix_from_json(doc: Mapping[str, Any]) -> Matrix:
     """A matrix as `Matrix.to_json` wrote it (for rendering a stored campaign again)."""
     matrix = Matrix(tuple(doc["seeds"]), tuple(doc["scenarios"]),
-                    {bug: tuple(kinds) for bug, kinds in doc["expected"].items()})
+                    {bug: tuple(kinds) for bug, kinds in doc["expected"].items()},
+                    correct=bool(doc.get("correct", True)))
     matrix.cells.extend(_cell(c) for c in doc["cells"])
     return matrix
 

@@ -47,9 +47,13 @@ def render_power(matrix: Matrix, console: Console) -> None:
     missed = matrix.missed()
     bugs = len(matrix.expected) * len(matrix.seeds)
     caught = sum(1 for t in matrix.expected for s in matrix.seeds if matrix.passed(t, s))
-    console.print(f"caught {caught} of {bugs} (bug, seed) pairs; correct broker "
-                  + ("valid on every seed" if all(matrix.passed(CORRECT, s) for s in matrix.seeds)
-                     else "NOT valid on every seed"))
+    if not matrix.correct:
+        verdict = "not run"
+    elif all(matrix.passed(CORRECT, s) for s in matrix.seeds):
+        verdict = "valid on every seed"
+    else:
+        verdict = "NOT valid on every seed"
+    console.print(f"caught {caught} of {bugs} (bug, seed) pairs; correct broker {verdict}")
     if missed:
         console.print("[red]failed:[/red] " + ", ".join(f"{t} (seed {s})" for t, s in missed))
 

@@ -107,3 +107,15 @@ def test_a_recheck_judges_the_stored_runs_again(tmp_path):
     first = again.of("early-confirm", 7)[0]
     assert caught.detected_after == round(first.seconds + caught.seconds, 1)
     assert again.passed("early-confirm", 11) and not again.passed("gm-reorder", 7)
+
+
+def test_a_campaign_without_the_correct_broker_judges_only_the_bugs(tmp_path):
+    runner = fake_runs({("early-confirm", "a"): (False, ["lost"]),
+                        ("gm-reorder", "a"): (False, ["reordered"])}, [])
+    matrix = run_power(plan(tmp_path, correct=False), runner=runner)
+    assert CORRECT not in matrix.targets and matrix.missed() == []
+    again = matrix_from_json(json.loads(json.dumps(matrix.to_json())))
+    assert again.targets == matrix.targets
+    console = Console(record=True, width=200)
+    render_power(again, console)
+    assert "correct broker not run" in console.export_text()
