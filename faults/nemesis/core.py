@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 OpType = Literal["invoke", "ok", "fail", "info"]
 
@@ -62,6 +62,15 @@ class Nemesis(Protocol):
         """End every fault still in effect; raise if one cannot be ended."""
 
 
+@runtime_checkable
+class Undoes(Protocol):
+    """An optional capability: end every fault at once, unverified, so that `Compose`
+    can clear all the link faults before any heal checks that bytes flow (two faults
+    can hold toxics on one link)."""
+
+    def undo(self) -> None: ...
+
+
 class NoopNemesis:
     """For runs without faults: every op completes ok and nothing happens."""
 
@@ -96,8 +105,9 @@ class Compose:
     ``heal``, ``setup`` and ``teardown`` go to all of them in the given order. One
     part's heal may need another's first: a node cannot rejoin through links that
     are still cut, and a link cannot be verified healed to a node that is down. So
-    link faults go first (they are undone before being verified), and a part whose
-    heal did not come out ``ok`` gets a second go once every other part has healed."""
+    link faults go first, all of them undone (`Undoes`) before any is verified (two
+    faults may hold toxics on one link), and a part whose heal did not come out ``ok``
+    gets a second go once every other part has healed."""
 
     def __init__(self, nemeses: Sequence[Nemesis]) -> None:
         self.nemeses = list(nemeses)
@@ -117,6 +127,9 @@ class Compose:
         require(op, self.fs)
         if op.f != HEAL:
             return self._routes[op.f].invoke(op)
+        for nemesis in self.nemeses:
+            if isinstance(nemesis, Undoes):
+                nemesis.undo()
         results = [nemesis.invoke(op) for nemesis in self.nemeses]
         results = [result if result.type == "ok" else nemesis.invoke(op)
                    for nemesis, result in zip(self.nemeses, results, strict=True)]

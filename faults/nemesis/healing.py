@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Collection, Mapping
 
 from faults.client import HealError, HealVerifier, ToxiproxyError, UpstreamDown
@@ -45,3 +46,12 @@ def heal_links(op: Op, verifier: HealVerifier, topology: Topology,
     if failed:
         return op.fail(f"links not healed: {failed}", value), list(healed)
     return op.ok(value), list(healed)
+
+
+def undo_links(verifier: HealVerifier, topology: Topology, faults: LinkFaults) -> None:
+    """Remove every fault from its link, unverified (a failure here is left for the
+    verified heal to report): run for every link nemesis before any verifies, so one
+    fault's check is not blocked by another's toxic on the same link."""
+    for name, (toxics, disabled) in sorted(faults.items()):
+        with contextlib.suppress(ToxiproxyError):
+            verifier.undo(topology.spec(topology.link(name)), toxics=toxics, enable=disabled)

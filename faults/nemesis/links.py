@@ -17,7 +17,7 @@ from faults.client.errors import AlreadyExists
 from faults.topology import Link, Topology
 
 from .core import HEAL, InvalidOp, Op, option, require
-from .healing import heal_links
+from .healing import LinkFaults, heal_links, undo_links
 
 DEFAULTS: dict[str, dict[str, int]] = {
     "latency": {"latency": 100, "jitter": 20},  # ms
@@ -99,8 +99,14 @@ class LinkNemesis:
             self.client.update_toxic(link, name, attributes=attributes, toxicity=toxicity)
         self.toxics.setdefault(link, set()).add(name)
 
+    def undo(self) -> None:
+        undo_links(self.verifier, self.topology, self._faults())
+
+    def _faults(self) -> LinkFaults:
+        return {name: (toxics, False) for name, toxics in self.toxics.items()}
+
     def _heal(self, op: Op) -> Op:
-        faults = {name: (toxics, False) for name, toxics in self.toxics.items()}
+        faults = self._faults()
         result, healed = heal_links(op, self.verifier, self.topology, faults)
         for name in healed:
             del self.toxics[name]

@@ -24,7 +24,7 @@ from faults.topology import Topology
 
 from . import grudges
 from .core import HEAL, InvalidOp, Op, option, require
-from .healing import heal_links
+from .healing import LinkFaults, heal_links, undo_links
 
 Mode = Literal["black-hole", "reset"]
 MODES: tuple[Mode, ...] = ("black-hole", "reset")
@@ -112,8 +112,14 @@ class PartitionNemesis:
 
     # -- heal ---------------------------------------------------------------------------
 
+    def undo(self) -> None:
+        undo_links(self.verifier, self.topology, self._faults())
+
+    def _faults(self) -> LinkFaults:
+        return {name: (cut.toxics, cut.disabled) for name, cut in self.cuts.items()}
+
     def _heal(self, op: Op) -> Op:
-        faults = {name: (cut.toxics, cut.disabled) for name, cut in self.cuts.items()}
+        faults = self._faults()
         result, healed = heal_links(op, self.verifier, self.topology, faults)
         for name in healed:
             del self.cuts[name]

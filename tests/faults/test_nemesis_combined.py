@@ -170,3 +170,27 @@ def test_a_black_holed_master_killed_half_a_second_later_heals_in_one_go(
         for name, proxy in cluster.client.proxies().items():
             assert proxy.enabled and proxy.toxics == (), name
         cluster.wait_formed()
+
+
+def test_two_faults_on_one_link_heal_directly_without_a_reset(tmp_path: Path) -> None:
+    """A degrade and a partition both black-hole n1->n3: every fault is undone before
+    any heal checks that bytes flow, so neither check waits on the other's toxic nor
+    falls back to recreating the proxy or resetting the server."""
+    with running_cluster(tmp_path) as cluster:
+        nemesis = combined_nemesis(
+            1, control=cluster.control, view=cluster.view(), client=cluster.client,
+            topology=cluster.topology, verifier=HealVerifier(cluster.client, timeout=2),
+            management={name: cluster.mgmt(name) for name in cluster.names})
+        assert nemesis.invoke(Op("degrade", {"toxic": "timeout",
+                                             "links": ["link:n1->n3"]})).type == "ok"
+        assert nemesis.invoke(Op("partition", {"kind": "isolate", "node": "n1",
+                                               "mode": "black-hole"})).type == "ok"
+        assert len(cluster.client.proxy("link:n1->n3").toxics) >= 2
+        healed = nemesis.invoke(Op(HEAL))
+        assert healed.type == "ok"
+        methods = Counter(method for part in healed.value if isinstance(part, dict)
+                          for method in (part.get("healed") or {}).values())
+        assert set(methods) == {"direct"}
+        for name, proxy in cluster.client.proxies().items():
+            assert proxy.enabled and proxy.toxics == (), name
+        cluster.wait_formed()
