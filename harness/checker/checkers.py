@@ -10,6 +10,7 @@ from harness.checker.duplicates import Duplicates
 from harness.checker.latency import Latency
 from harness.checker.lost import Lost
 from harness.checker.ordering import Ordering
+from harness.checker.overtaken import Overtaken
 from harness.checker.promotions import WrongPromotion
 from harness.checker.protocol import StreamingChecker
 from harness.checker.recovered import Recovered
@@ -25,7 +26,7 @@ from harness.history.reader import History
 def default_checkers(bucket_s: float = 1.0) -> list[StreamingChecker]:
     """One checker per concern; each becomes one JUnit test case in reports."""
     return [Completeness(), Lost(), LostUnacked(), Unexpected(), Duplicates(), Resurrected(),
-            Recovered(), Ordering(), CancelMissing(), CancelUnexpected(), Stalls(),
+            Recovered(), Ordering(), Overtaken(), CancelMissing(), CancelUnexpected(), Stalls(),
             Disagreement(), SplitBrain(), SyncIncomplete(), WrongPromotion(), Latency(bucket_s),
             Throughput(bucket_s)]
 

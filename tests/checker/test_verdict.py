@@ -43,7 +43,7 @@ def test_a_healthy_history_is_valid_with_every_checker_agreeing() -> None:
     assert result.valid is True
     assert [p.checker for p in result.parts] == [
         "history", "lost", "lost-unacked", "unexpected", "duplicated", "resurrected",
-        "recovered", "ordering", "cancel-missing", "cancel-unexpected", "stalled",
+        "recovered", "ordering", "overtaken", "cancel-missing", "cancel-unexpected", "stalled",
         "disagreement", "split-brain", "sync-incomplete", "wrong-promotion", "latency",
         "throughput"]
     assert all(p.valid is True for p in result.parts)

@@ -1,0 +1,96 @@
+"""``overtaken``: a confirmed message kept from every consumer while later messages of
+its producer keep being delivered, long after the faults ended; and the passing-over a
+correct broker does show (in flight around a failure, across a publisher's reconnect)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checker import check
+from harness.checker.overtaken import Overtaken
+from harness.checker.result import Result
+from harness.history import HistoryBuilder
+from tests.checker.histories import builder, excused, run, violated
+
+LATER = 20  # p1-1 .. p1-20, first delivered one every 1.5 s from t=1
+_ISOLATE_N1 = {"n1": ["n2", "n3"], "n2": ["n1"], "n3": ["n1"]}
+
+
+def _passed_over(heal_at: float = 2.0, back_at: float | None = 40.0, *,
+                 fault: str = "kill", partition_handling: str = "pause_minority",
+                 reconnect: bool = False, consumer: str = "c1") -> HistoryBuilder:
+    """p1-0 .. p1-20 published at t=0 (p1 reconnects after p1-0 if ``reconnect``); a
+    ``fault`` of n1 from 0.4 s to ``heal_at``; ``consumer`` gets p1-1 .. p1-20 first,
+    one every 1.5 s from t=1; p1-0 comes at ``back_at`` (never if None)."""
+    b = builder(partition_handling=partition_handling)
+    b.consume("c1", prefetch=5)
+    b.publish("p1-0")
+    if reconnect:
+        b.disconnect("p1", type="info")
+    for n in range(1, LATER + 1):
+        b.publish(f"p1-{n}")
+    detail: dict[str, Any] = {"grudge": _ISOLATE_N1} if fault == "partition" else {}
+    started = b.at(0.4).fault(fault, ["n1"], **detail)
+    events = [(heal_at, "heal", "")]
+    events += [(1.0 + 1.5 * (n - 1), "deliver", f"p1-{n}") for n in range(1, LATER + 1)]
+    if back_at is not None:
+        events.append((back_at, "back", "p1-0"))
+    for time, what, msg in sorted(events):
+        b.at(time)
+        if what == "heal":
+            b.heal(started)
+        elif what == "deliver" and consumer == "drain":
+            b.get(msg, consumer="drain")
+        else:
+            b.deliver(msg, redelivered=what == "back")
+            b.ack(msg)
+    b.drain()
+    return b
+
+
+def _overtaken(b: HistoryBuilder, checker: Overtaken | None = None) -> Result:
+    return check(b.build(), [checker or Overtaken()])
+
+
+def test_a_message_passed_over_long_after_the_faults_ended_is_overtaken() -> None:
+    assert violated(_overtaken(_passed_over()), "overtaken") == ["p1-0"]
+
+
+def test_the_full_checker_calls_such_a_run_invalid() -> None:
+    result = run(_passed_over())
+    assert result.valid is False
+    assert violated(result, "overtaken") == ["p1-0"]
+
+
+def test_a_message_that_comes_back_soon_after_the_heal_is_fine() -> None:
+    """The promoted mirror requeued it: it came again within the bound."""
+    assert _overtaken(_passed_over(back_at=6.5)).valid is True
+
+
+def test_passing_over_while_faults_last_is_not_judged() -> None:
+    """Faults until t=25.2: the bound counts from there, past the last overtaking."""
+    assert _overtaken(_passed_over(heal_at=25.2)).valid is True
+
+
+def test_the_bound_is_configurable() -> None:
+    assert _overtaken(_passed_over(), Overtaken(bound_s=30.0)).valid is True
+
+
+def test_messages_published_before_the_producer_reconnected_have_no_order() -> None:
+    assert _overtaken(_passed_over(reconnect=True)).valid is True
+
+
+def test_the_drain_does_not_overtake() -> None:
+    """Gets of the final drain decide nothing (the ordering checker judges those)."""
+    assert _overtaken(_passed_over(consumer="drain")).valid is True
+
+
+def test_a_message_never_delivered_is_left_to_lost() -> None:
+    result = _overtaken(_passed_over(back_at=None))
+    assert result.valid is True and result.counts["overtaken"] == 0
+
+
+def test_a_message_a_split_brain_may_have_lost_is_a_caveat() -> None:
+    result = _overtaken(_passed_over(fault="partition", partition_handling="autoheal"))
+    assert result.valid is True
+    assert excused(result, "partition-split-brain") == ["p1-0"]
