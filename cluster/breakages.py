@@ -14,7 +14,8 @@ from dataclasses import dataclass, fields
 # What the checker reports (docs/history-format.md, results.json ``violations[].kind``).
 VIOLATION_KINDS = frozenset({
     "lost", "lost-unacked", "duplicate", "resurrected", "reordered", "cancel-missing",
-    "cancel-unexpected", "stalled", "split-brain", "disagreement", "wrong-promotion",
+    "cancel-unexpected", "stalled", "overtaken", "split-brain", "disagreement",
+    "wrong-promotion",
 })
 
 
@@ -37,7 +38,9 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              ("wrong-promotion", "lost"), "master killed while two or more mirrors survive"),
     Breakage("no-requeue-on-promotion",
              "the promoted mirror does not requeue the old master's unacknowledged deliveries",
-             ("lost-unacked",), "master killed with a consumer on its node holding messages"),
+             ("overtaken", "lost-unacked"),
+             "master cut off from a consumer's node, then killed, while deliveries to that "
+             "consumer are in flight (they stay pending for a channel that never got them)"),
     Breakage("unflagged-redelivery",
              "every delivery says redelivered=false, even after a requeue",
              ("duplicate",), "any kill or connection loss with unacked deliveries"),
@@ -91,7 +94,8 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              ("split-brain", "lost"), "a partition that isolates a minority"),
     Breakage("autoheal-no-restart",
              "under autoheal the losing side is not restarted after the heal",
-             ("split-brain",), "a partition, then its heal"),
+             ("split-brain",), "a partition, then its heal, and the nodes asked once "
+             "they should agree again (before any later restart mends it)"),
 )}
 
 

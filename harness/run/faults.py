@@ -13,7 +13,7 @@ from typing import Any
 from faults.nemesis import HEAL, Nemesis, Op
 from faults.topology import Topology
 from harness.history import HistoryWriter
-from harness.scenarios.nemesis import MASTER_OUT, SETTLED_STATE, SYMBOLIC
+from harness.scenarios.nemesis import MASTER_OUT, MASTER_TO_YOUNGEST, SETTLED_STATE, SYMBOLIC
 
 # nemesis op -> the fault kind the checker knows it by (a degrade is named by its toxic)
 _KINDS = {"kill": "kill", "power-loss": "power-loss", "stop": "stop", "pause": "pause",
@@ -101,6 +101,9 @@ class RecordedNemesis:
             master = self.locate("master")
             value["links"] = [self.topology.node_link(master, node).name
                               for node in self.nodes if node != master]
+        elif op.f == "degrade" and value.get("links") == MASTER_TO_YOUNGEST:
+            master = self.locate("master")
+            value["links"] = [self.topology.node_link(master, self.locate("youngest")).name]
         return replace(op, value=value)
 
     def _kind(self, op: Op) -> str:

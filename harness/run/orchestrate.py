@@ -388,6 +388,21 @@ class ScenarioRun:
 
     def _reported_master(self, queue: str) -> str | None:
         """The queue's master as the first running node that answers reports it."""
+        info = self._reported(queue)
+        return None if info is None else str(info["node"])
+
+    def _reported_mirrors(self, queue: str) -> list[str]:
+        """The queue's mirrors in join order, as the first running node that answers
+        reports them."""
+        info = self._reported(queue)
+        mirrors = info.get("slave_nodes") if info is not None else None
+        if not isinstance(mirrors, list):
+            return []
+        return [str(n) for n in mirrors if n in self.scenario.node_names]
+
+    def _reported(self, queue: str) -> dict[str, Any] | None:
+        """``GET /api/queues/%2F/{queue}`` from the first running node that answers
+        naming a master."""
         for node in self._running():
             try:
                 info = self.management[node].call(
@@ -395,16 +410,22 @@ class ScenarioRun:
             except ManagementError:
                 continue
             if isinstance(info, dict) and info.get("node") in self.scenario.node_names:
-                return str(info["node"])
+                return info
         return None
 
     def _locate(self, which: str) -> str:
+        """``master``, ``mirror`` (the first configured one) or ``youngest`` (the mirror
+        that joined last, as the queue reports them in join order) of the first queue."""
         queue = self.scenario.workload.queues[0]
         master = self._master(queue)
         if which == "master":
             return master
         mirrors = [n for n in self.members[queue] if n != master]
-        return (mirrors or [n for n in self.scenario.node_names if n != master])[0]
+        mirrors = mirrors or [n for n in self.scenario.node_names if n != master]
+        if which == "youngest":
+            joined = [n for n in self._reported_mirrors(queue) if n != master]
+            return (joined or mirrors)[-1]
+        return mirrors[0]
 
     def _drain_nodes(self, queue: str) -> list[str]:
         master = self._master(queue)

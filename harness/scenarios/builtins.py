@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from harness.scenarios.model import NemesisSpec, Phases, Scenario
-from harness.scenarios.nemesis import SETTLED_STATE
+from harness.scenarios.nemesis import MASTER_TO_YOUNGEST, SETTLED_STATE
 from harness.workload.spec import WorkloadSpec
 
 _PUBLISH_ONLY = WorkloadSpec(publishers=3, consumers=0)  # confirms, then the final drain
@@ -43,20 +43,34 @@ def _cut_and_kill(at: float, which: str = "master") -> list[dict[str, object]]:
     return [_step(at, "partition", isolate), _step(at + _CUT, "kill", {"nodes": which})]
 
 
+# Before that cut, the master's link to its youngest mirror alone black-holed (for less
+# than failure detection too, counting the cut): acks and credit still reach the master
+# from consumers there, so it sends them deliveries that never arrive, while its
+# broadcasts still reach the eldest mirror by the other link. The promoted mirror then
+# knows those deliveries and must give them back.
+_DROP = 0.6
+
+
+def _drop_cut_and_kill(at: float) -> list[dict[str, object]]:
+    return [_step(at, "degrade", {"toxic": "timeout", "links": MASTER_TO_YOUNGEST}),
+            *_cut_and_kill(at + _DROP)]
+
+
 # Each step opens the window a broken guarantee needs (docs/planted-bugs.md): the master
-# cut off and killed (confirms, commits and acks it had not replicated), again while the
+# cut off and killed (confirms, commits and acks it had not replicated; deliveries to its
+# youngest mirror's consumers lost on the way), again while the
 # youngest mirror is empty (which mirror is promoted); a graceful stop while no mirror is
 # synchronised (when-synced); syncs, then a kill (what a sync copied); a mirror cut off
 # and killed (GM take-over), then the master; a partition long enough to pause the
 # minority, and once it is back, the nodes' agreement. The run ends with a drain by
 # promotion and the nodes' agreement.
 _GAUNTLET_STEPS = [
-    *_cut_and_kill(0.0), _step(3.0, "heal"),
+    *_drop_cut_and_kill(0.0), _step(3.0, "heal"),
     *_cut_and_kill(8.0), _step(11.0, "heal"),
     _step(16.0, "stop", _MASTER), _step(19.0, "heal"),
     _step(22.0, "sync-queue", {"queue": "q2"}), _step(22.5, "sync-queue", {"queue": "q1"}),
     *_cut_and_kill(25.0, "mirror"), _step(28.0, "heal"),
-    *_cut_and_kill(33.0), _step(36.0, "heal"),
+    *_drop_cut_and_kill(33.0), _step(36.0, "heal"),
     _step(39.0, "sync-queue", {"queue": "q2"}), _step(39.5, "sync-queue", {"queue": "q1"}),
     _step(41.0, "partition", _ISOLATE_MASTER), _step(47.0, "heal"),
     _step(47.5, SETTLED_STATE),

@@ -23,6 +23,9 @@ from harness.scenarios.model import Scenario
 POLICY_NAME = "mirrorchaos"  # the run's own policy, set at the start on the workload's queues
 SYMBOLIC = ("master", "mirror")  # targets resolved when the op is invoked
 MASTER_OUT = "master-out"  # degrade links: the node links from the master when invoked
+# degrade links: the one node link from the master to its youngest mirror, when invoked
+# (what the master sends that node's consumers, not its broadcasts to the eldest mirror)
+MASTER_TO_YOUNGEST = "master-to-youngest"
 # not a fault: record every node's view once they agree again (harness.run.cluster_state)
 SETTLED_STATE = "cluster-state"
 _PROCESS = ("kill", "stop", "pause", "power-loss")
@@ -101,8 +104,10 @@ def _cycle_op(scenario: Scenario) -> Op:
         if stream not in STREAMS:
             raise PlanError(f"stream must be one of {sorted(STREAMS)}, got {stream!r}")
         links = options.get("links", "all")
-        if links not in ("nodes", "clients", "all", MASTER_OUT) and not isinstance(links, list):
-            raise PlanError(f"links must be nodes, clients, all, {MASTER_OUT} or a list, "
+        if (links not in ("nodes", "clients", "all", MASTER_OUT, MASTER_TO_YOUNGEST)
+                and not isinstance(links, list)):
+            raise PlanError(f"links must be nodes, clients, all, {MASTER_OUT}, "
+                            f"{MASTER_TO_YOUNGEST} or a list, "
                             f"got {links!r}")
         return Op("degrade", {"toxic": toxic, "stream": stream, "links": links,
                               "attributes": dict(options.get("attributes", {})),

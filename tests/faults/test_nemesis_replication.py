@@ -153,3 +153,37 @@ def test_a_black_hole_on_the_links_from_the_master_holds_its_replication(
         assert copies(nodes, "ha.hole") == {"n1": 2, "n2": 1, "n3": 1}
         assert nemesis.invoke(Op("heal")).type == "ok"
     cluster.wait_formed()
+
+
+def test_a_black_hole_from_the_master_to_its_youngest_mirror_holds_only_that_node(
+        cluster: LiveCluster, tmp_path: Path) -> None:
+    """``links: "master-to-youngest"``: a consumer on the youngest mirror's node gets
+    nothing, while the eldest mirror still takes in every message."""
+    nodes = access(cluster)
+    declare_mirrored(nodes, "n1", "ha.drop")
+    connection = pika.BlockingConnection(pika.URLParameters(nodes["n3"].amqp_url))
+    received: list[bytes] = []
+    channel = connection.channel()
+    channel.basic_consume("ha.drop", lambda ch, method, props, body: received.append(body))
+    path = tmp_path / "history.jsonl"
+    roles = {"master": "n1", "youngest": "n3"}
+    try:
+        publish_one(nodes["n1"], "ha.drop", b"before")
+        connection.process_data_events(time_limit=0.5)
+        assert received == [b"before"]
+        with history(cluster, path) as writer:
+            nemesis = RecordedNemesis(LinkNemesis(cluster.client, cluster.topology), writer,
+                                      lambda which: roles.get(which, "n2"), cluster.topology,
+                                      cluster.names, ActiveFaults())
+            done = nemesis.invoke(Op("degrade", {"toxic": "timeout",
+                                                 "links": "master-to-youngest"}))
+            assert done.type == "ok" and done.value["links"] == ["link:n1->n3"]
+            publish_one(nodes["n1"], "ha.drop", b"held")
+            wait_until(lambda: copies(nodes, "ha.drop")["n2"] == 2,
+                       "the eldest mirror takes in the message")
+            connection.process_data_events(time_limit=0.5)
+            assert received == [b"before"]  # its delivery to n3 is held
+            assert nemesis.invoke(Op("heal")).type == "ok"
+    finally:
+        connection.close()
+    cluster.wait_formed()
