@@ -165,6 +165,10 @@ class Replay:
         self.cause_change: Change | None = None
         self.masters: list[tuple[float, str]] = [(float("-inf"), self.members[0])]
         self.outages: list[list[float]] = []  # [down, back or inf]: no master at all
+        self.down_members: list[str] = []  # the members when the queue went down
+        # (time, nodes): the queue came back with several of its old members at once;
+        # which of them the cluster settles on as master the record cannot tell
+        self.contested: list[tuple[float, tuple[str, ...]]] = []
 
     def track(self, transient: bool) -> None:
         """From now on, follow one message published now."""
@@ -225,6 +229,7 @@ class Replay:
                     holders -= dead
             return
         # no mirror may take over: the queue is down until its master returns
+        self.down_members = list(self.members)
         self.down_master, self.waiting, self.members = master, survivors, []
         self.outages.append([change.time, float("inf")])
         if holders is not None:
@@ -243,6 +248,9 @@ class Replay:
             self.members = [master, *self.waiting]
             self.synced = {master}
             self.masters.append((change.time, master))
+            rivals = tuple(n for n in back if n in self.down_members)
+            if len(rivals) > 1:
+                self.contested.append((change.time, rivals))
             self.outages[-1][1] = change.time
             if self.holders is not None and self.on_disk:
                 self.holders.add(master)  # a durable queue's persistent messages reload
@@ -296,6 +304,19 @@ def master_at(masters: list[tuple[float, str]], time: float) -> str:
             break
         current = node
     return current
+
+
+def possible_masters(replay: Replay, time: float) -> set[str]:
+    """The nodes that may be the master just before ``time``: the replay's one, or,
+    since the queue came back with several old members at once and until the next
+    master change, any of them."""
+    found = {master_at(replay.masters, time)}
+    changed = max((since for since, _ in replay.masters if since < time),
+                  default=float("-inf"))
+    for since, rivals in replay.contested:
+        if changed <= since < time:
+            found.update(rivals)
+    return found
 
 
 def master_changes(masters: list[tuple[float, str]]) -> list[tuple[float, str, str]]:

@@ -12,6 +12,9 @@ from harness.history.model import CRASH_FAULTS, PARTITION_FAULT, SHUTDOWN_FAULTS
 
 # faults that take a node (or, for a partition, its peers) away
 FAILURE_FAULTS = CRASH_FAULTS | SHUTDOWN_FAULTS | {PARTITION_FAULT}
+# how long a partition must last for the nodes to see it: 4 missed heartbeats of the
+# default 0.5 s tick
+DETECTED_S = 2.0
 # admin faults that touch neither nodes nor links
 _ADMIN_FAULTS = frozenset({"policy", "sync", "forget"})
 
@@ -36,6 +39,18 @@ def takes_away(fault: Fault, node: str | None, nodes: tuple[str, ...],
             and partition_handling == "pause_minority"):
         return node in paused_minority(fault, nodes)
     return touches(fault, node)
+
+
+def may_take_away(fault: Fault, node: str | None, nodes: tuple[str, ...],
+                  partition_handling: str) -> bool:
+    """`takes_away`, and under ``pause_minority`` any node a partition touches once it
+    lasts long enough to be detected: the nodes' detections race, and a node that loses
+    a peer another still hears for a moment pauses as for a partial partition."""
+    if takes_away(fault, node, nodes, partition_handling):
+        return True
+    end = fault.end if fault.end is not None else float("inf")
+    return (fault.kind == PARTITION_FAULT and partition_handling == "pause_minority"
+            and end - fault.start >= DETECTED_S and touches(fault, node))
 
 
 def is_link_fault(fault: Fault) -> bool:

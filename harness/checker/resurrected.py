@@ -3,15 +3,17 @@
 An ack may be lost with the connection that carried it, or with a master that died
 before passing it to its mirrors; then a redelivery is what the design allows. So a
 delivery after ``ack ok`` is a violation only when, by the harness's record, within the
-grace period G around the ack the acking connection stayed up, no failure (kill,
-stop, pause, restart; a partition that pauses it under ``pause_minority``, any that
-touches it otherwise) took the queue's master away, and no link fault stood
-on the ack's way: a partition that parts the acker's node from the master, or another
-link fault touching either. A cut between the master and some mirror excuses nothing:
-GM passes the ack on around it. A fault long after the ack excuses nothing either: by
-then the master had passed it on. A redelivery read
-by a connection that ends within G is not judged: it may be a stale copy from before
-the ack, read off a socket the broker was closing.
+grace period G around the ack the acking connection stayed up, no failure took the
+queue's master or the acker's node away (a kill, stop, pause or restart; a partition
+that touches it, under ``pause_minority`` one that pauses it or that lasts long enough
+to be detected, as the nodes' detections race; a paused acker's node holds the ack it
+was given, and the master requeues what it delivered there when it hears the node
+went), and no link fault stood on the ack's way: a partition that parts the acker's
+node from the master, or another link fault touching either. A short cut between the
+master and some mirror excuses nothing: GM passes the ack on around it. A fault long
+after the ack excuses nothing either: by then the master had passed it on. A
+redelivery read by a connection that ends within G is not judged: it may be a stale
+copy from before the ack, read off a socket the broker was closing.
 """
 
 from __future__ import annotations
@@ -23,9 +25,14 @@ from typing import NamedTuple
 from harness.checker.anomalies import Grouper
 from harness.checker.compose import Streaming
 from harness.checker.ledger import ACKED
-from harness.checker.membership import changes_from, master_at, replayed
+from harness.checker.membership import (
+    changes_from,
+    master_at,
+    possible_masters,
+    replayed,
+)
 from harness.checker.protocol import Handler, Observer
-from harness.checker.record import is_failure, is_link_fault, takes_away, touches
+from harness.checker.record import is_failure, is_link_fault, may_take_away, touches
 from harness.checker.result import Fault, Result
 from harness.checker.run import Run
 from harness.history.model import PARTITION_FAULT, Event
@@ -135,13 +142,15 @@ class _Resurrected:
         g = self.grace
         nodes, handling = run.header.nodes, run.header.partition_handling
         for a in self.again:
-            masters = replays[a.queue].masters
-            master = master_at(masters, a.acked)
+            replay = replays[a.queue]
+            master = master_at(replay.masters, a.acked)
             if (a.acker is None or timeline.disconnected(a.acker, a.acked, a.acked + g)
                     or timeline.disconnected(a.receiver, a.time, a.time + g)
-                    or any(is_failure(f) and f.overlaps(a.acked - g, a.acked + g) and (
-                        takes_away(f, master, nodes, handling)
-                        or takes_away(f, master_at(masters, f.start), nodes, handling))
+                    or any(is_failure(f) and f.overlaps(a.acked - g, a.acked + g) and any(
+                        may_take_away(f, node, nodes, handling) for node in (
+                            possible_masters(replay, a.acked)
+                            | possible_masters(replay, f.start)
+                            | ({a.acker_node} if a.acker_node is not None else set())))
                         for f in faults)
                     or any(is_link_fault(f) and f.overlaps(a.acked - g, a.acked + g)
                            and _on_the_way(f, a.acker_node, master) for f in faults)

@@ -4,8 +4,13 @@ A consumer (or ``basic.get`` with ack) that closes its channel without acking ha
 message back: the broker must requeue it, so the drain or another consumer gets it. The
 record decides when that must have happened: only deliveries whose receiver's
 connection ended before the final drain are judged (a connection still open may hold
-its deliveries). A nack or reject with ``requeue=false`` settles a delivery like an ack;
-with ``requeue=true`` it must come again too. A missing delivery is excused only by the
+its deliveries). Only confirmed messages that nobody ever acked are judged: the broker
+promises nothing for a publish it never confirmed (a paused master that resumes may
+deliver what it enqueued before it learnt it was deposed, then drop it), and a message
+acked once may have been settled before a stale copy of an earlier delivery surfaced
+(a paused node that resumes passes on what it held). A nack or reject with
+``requeue=false`` settles a delivery like an ack; with ``requeue=true`` it must come
+again too. A missing delivery is excused only by the
 documented caveats of a loss (caveats.py).
 """
 
@@ -17,7 +22,7 @@ from collections.abc import Mapping
 from harness.checker.anomalies import Grouper
 from harness.checker.caveats import LossRules
 from harness.checker.compose import Streaming
-from harness.checker.ledger import TRANSIENT
+from harness.checker.ledger import ACKED, CONFIRMED, TRANSIENT
 from harness.checker.protocol import Handler, Observer
 from harness.checker.result import Result
 from harness.checker.run import Run
@@ -67,9 +72,13 @@ class _LostUnacked:
         violations, caveats = Grouper(), Grouper()
         undrained: Counter[str] = Counter()
         held = 0
+        unpromised = 0
         for msg, (delivered, receiver, queue) in self.pending.items():
             producer, _, digits = msg.rpartition("-")
             log, seq = ledger.producers[producer], int(digits)
+            if log.flags[seq] & (CONFIRMED | ACKED) != CONFIRMED:
+                unpromised += 1
+                continue
             until = timeline.drain_time(queue)
             if not timeline.disconnected(receiver, delivered,
                                          float("inf") if until is None else until):
@@ -87,7 +96,7 @@ class _LostUnacked:
             group.add("lost-unacked", msg, explanation, log.sent[seq], until, queue,
                       verdict.caveat)
         counts = {"lost_unacked": len(violations), "caveat_lost_unacked": len(caveats),
-                  "unacked_held": held}
+                  "unacked_held": held, "unacked_unjudged": unpromised}
         result = Result(LostUnacked.name, not violations, counts,
                         violations.anomalies(timeline), caveats.anomalies(timeline))
         if not violations and undrained:

@@ -150,13 +150,23 @@ def _isolated(node: str) -> dict[str, list[str]]:
 
 
 def test_a_cut_between_the_master_and_a_mirror_excuses_nothing() -> None:
-    """Under pause_minority isolating the mirror n3 pauses n3 alone: the master stays
-    and GM passes the ack on to n2 around the cut."""
+    """Under pause_minority a cut too short to be detected pauses nobody: the master
+    stays and GM passes the ack on to n2 around the cut."""
     b = _acked_at_1()
     b.at(1.5)
     cut = b.fault("partition", ["n3"], grudge=_isolated("n3"))
     b.at(3.0).heal(cut)
     assert violated(run(_redelivered_at_10(b)), "resurrected") == ["p1-1"]
+
+
+def test_a_detected_cut_of_a_mirror_may_pause_the_master_too() -> None:
+    """The master loses n3 while n2 still hears it for a moment: it pauses as for a
+    partial partition, and n2 takes over without the ack."""
+    b = _acked_at_1()
+    b.at(1.5)
+    cut = b.fault("partition", ["n3"], grudge=_isolated("n3"))
+    b.at(4.0).heal(cut)
+    assert run(_redelivered_at_10(b)).valid is True
 
 
 def test_a_cut_that_pauses_the_master_right_after_the_ack_may_lose_it() -> None:
@@ -165,3 +175,49 @@ def test_a_cut_that_pauses_the_master_right_after_the_ack_may_lose_it() -> None:
     cut = b.fault("partition", ["n1"], grudge=_isolated("n1"))
     b.at(3.0).heal(cut)
     assert run(_redelivered_at_10(b)).valid is True
+
+
+def test_the_ackers_node_failing_within_the_grace_period_may_hold_the_ack() -> None:
+    """A paused node keeps the ack it was given; the master requeues what it had
+    delivered there once it hears the node went."""
+    b = _acked_at_1()
+    b.at(1.5).heal(b.fault("pause", ["n2"]))
+    assert run(_redelivered_at_10(b)).valid is True
+
+
+def _back_together(stopped: str) -> HistoryBuilder:
+    """Every member killed at 0.3 s and started together at 0.6 s; c1 (on n2) acks at
+    3 s; ``stopped`` is stopped gracefully from 3.2 s to 3.5 s."""
+    b = builder()
+    b.connect("c1", node="n2")
+    b.consume("c1", node="n2")
+    b.publish("p1-1")
+    b.deliver("p1-1", node="n2")
+    everyone = b.at(0.3).fault("kill", ["n1", "n2", "n3"])
+    b.at(0.6).heal(everyone)
+    b.at(3.0).ack("p1-1")
+    stop = b.at(3.2).fault("stop", [stopped])
+    b.at(3.5).heal(stop)
+    return _redelivered_at_10(b)
+
+
+def test_after_every_member_came_back_at_once_any_of_them_may_be_the_master() -> None:
+    """The record cannot tell which of them the cluster settled on: a stop of any of
+    them within the grace period may have taken the ack with it."""
+    assert run(_back_together("n3")).valid is True
+
+
+def test_a_master_known_again_after_a_promotion_is_judged_as_before() -> None:
+    b = builder()
+    b.connect("c1", node="n2")
+    b.consume("c1", node="n2")
+    everyone = b.at(0.3).fault("kill", ["n1", "n2", "n3"])
+    b.at(0.6).heal(everyone)
+    killed = b.at(0.8).fault("kill", ["n1"])  # n2 promoted: the master is known again
+    b.at(1.0).heal(killed)
+    b.at(2.0).publish("p1-1")
+    b.deliver("p1-1", node="n2")
+    b.at(3.5).ack("p1-1")
+    stop = b.at(3.7).fault("stop", ["n3"])
+    b.at(4.0).heal(stop)
+    assert violated(run(_redelivered_at_10(b)), "resurrected") == ["p1-1"]

@@ -109,3 +109,32 @@ def test_without_a_drain_an_unacked_loss_cannot_be_told() -> None:
     b.deliver("p1-1")
     b.disconnect("c1")
     assert part(run(b), "lost-unacked").valid == "unknown"
+
+
+def test_a_message_never_confirmed_carries_no_promise() -> None:
+    """A paused master that resumes may deliver what it took in before it learnt it was
+    deposed, then drop it: the publisher never had a confirm."""
+    b = builder()
+    b.consume("c1")
+    b.publish("p1-1", outcome="info")
+    b.deliver("p1-1")
+    b.disconnect("c1", type="info")
+    b.drain()
+    result = run(b)
+    assert result.valid is True
+    assert part(result, "lost-unacked").counts["unacked_unjudged"] == 1
+
+
+def test_a_stale_copy_of_a_message_acked_before_is_not_owed_again() -> None:
+    """A node paused with a delivery in its buffers passes it on when it resumes, after
+    the master had requeued it and another consumer acked it."""
+    b = builder()
+    b.consume("c1")
+    b.consume("c2")
+    b.publish("p1-1")
+    b.deliver("p1-1", "c2", redelivered=True)
+    b.ack("p1-1", "c2")
+    b.deliver("p1-1", "c1")
+    b.disconnect("c1", type="info")
+    b.drain()
+    assert violated(run(b), "lost-unacked") == []
