@@ -18,7 +18,7 @@ CONFIRMED = 2  # the broker acked the publish (or committed its transaction)
 NACKED = 4  # the broker nacked it
 FAILED = 8  # the client knows it was never sent
 INFO = 16  # an outcome was reported unknown (timeout, connection lost)
-ACKED = 32  # a consumer acked a delivery of it
+ACKED = 32  # a consumer settled a delivery of it (ack, or nack/reject without requeue)
 TRANSIENT = 64  # not persistent, or its queue is not durable: a restart forgets it
 UNFLAGGED = 128  # delivered without redelivered=true at least once
 

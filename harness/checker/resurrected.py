@@ -78,8 +78,12 @@ class _Resurrected:
         self.again: list[_Again] = []
 
     def handlers(self) -> Mapping[str, Handler]:
-        return {"ack": self.ack, "deliver": self.delivery, "get": self.delivery,
-                "connect": self.connect}
+        return {"ack": self.ack, "nack": self.refuse, "reject": self.refuse,
+                "deliver": self.delivery, "get": self.delivery, "connect": self.connect}
+
+    def refuse(self, ev: Event) -> None:
+        if not ev.requeue:
+            self.ack(ev)  # discarded: settled like an ack
 
     def connect(self, ev: Event) -> None:
         self._stored.pop(ev.process, None)  # it may be on another node now

@@ -52,8 +52,8 @@ class Run:
         timeline = self.timeline
         table: dict[str, Callable[[Event], None]] = {
             "publish": self._publish, "confirm": self._outcome, "deliver": self._deliver,
-            "get": self._get, "ack": self._ack, "nack": timeline.requeue,
-            "reject": timeline.requeue, "recover": timeline.requeue,
+            "get": self._get, "ack": self._ack, "nack": self._refuse,
+            "reject": self._refuse, "recover": timeline.requeue,
             "consume": timeline.consume, "cancel": timeline.cancel,
             "connect": timeline.connect, "disconnect": timeline.disconnect,
             "drain": timeline.drain, "fault-start": timeline.fault_start,
@@ -107,3 +107,10 @@ class Run:
         log = self.log
         if ev.type != "fail" and log is not None:
             log.flags[ev.seq] |= ACKED
+
+    def _refuse(self, ev: Event) -> None:
+        """A nack or reject: a requeue point, or without requeue a settle like an ack."""
+        if ev.requeue:
+            self.timeline.requeue(ev)
+        else:
+            self._ack(ev)

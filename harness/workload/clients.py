@@ -310,11 +310,13 @@ class Consumer(Client):
 
 
 class Requeuer(Consumer):
-    """A consumer with prefetch 1 that gives every third delivery back with
-    ``basic.nack`` or ``basic.reject`` (requeue=true), the two in turn, and acks the
-    rest: the broker must put each back where it was, ahead of later messages."""
+    """A consumer with prefetch 1 that answers every third delivery with ``basic.nack``
+    (requeue=true), ``basic.reject`` (requeue=true) or ``basic.reject`` (requeue=false),
+    the three in turn, and acks the rest: the broker must put each requeued one back
+    where it was, ahead of later messages, and drop each rejected one for good."""
 
     EVERY = 3
+    ANSWERS = (("nack", True), ("reject", True), ("reject", False))
 
     def __init__(self, client_id: str, queue: str, node: str, ctx: ClientContext) -> None:
         super().__init__(client_id, queue, node, ctx)
@@ -326,17 +328,17 @@ class Requeuer(Consumer):
         if next(self.deliveries) % self.EVERY:
             await super().settle(message, msg)
             return
-        op = "nack" if next(self.requeues) % 2 == 0 else "reject"
+        op, requeue = self.ANSWERS[next(self.requeues) % len(self.ANSWERS)]
         try:
             if op == "nack":
-                await message.nack(requeue=True)
+                await message.nack(requeue=requeue)
             else:
-                await message.reject(requeue=True)
+                await message.reject(requeue=requeue)
         except CLIENT_ERRORS as exc:
-            self.record(op, "fail", msg=msg, queue=self.queue, requeue=True,
+            self.record(op, "fail", msg=msg, queue=self.queue, requeue=requeue,
                         error=_describe(exc))
         else:
-            self.record(op, "ok", msg=msg, queue=self.queue, requeue=True)
+            self.record(op, "ok", msg=msg, queue=self.queue, requeue=requeue)
 
 
 class Getter(Client):

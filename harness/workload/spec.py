@@ -36,8 +36,9 @@ class WorkloadSpec:
     reconnect_delay: float = 0.5
     heartbeat: int = 5  # seconds; a black-holed connection is noticed within ~2 of these
     cancel_on_failover: bool = False  # the plain consumers ask for x-cancel-on-ha-failover
-    # Consumers (prefetch 1) that nack or reject every third delivery with requeue, so a
-    # requeued message must come back before the messages queued behind it (r1, ...).
+    # Consumers (prefetch 1) that nack or reject every third delivery, mostly with
+    # requeue, so a requeued message must come back before the messages queued behind
+    # it, and a rejected one never again (r1, ...).
     requeuers: int = 0
     # Consumers that ask for x-cancel-on-ha-failover beside the plain ones (x1, ...).
     cancel_consumers: int = 0

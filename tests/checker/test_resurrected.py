@@ -221,3 +221,22 @@ def test_a_master_known_again_after_a_promotion_is_judged_as_before() -> None:
     stop = b.at(3.7).fault("stop", ["n3"])
     b.at(4.0).heal(stop)
     assert violated(run(_redelivered_at_10(b)), "resurrected") == ["p1-1"]
+
+
+def _refused_at_1(requeue: bool) -> HistoryBuilder:
+    b = builder()
+    b.consume("r1", node="n2")
+    b.consume("c2", node="n3")
+    b.publish("p1-1")
+    b.deliver("p1-1", "r1", node="n2")
+    b.at(1.0).reject("p1-1", "r1", requeue=requeue)
+    return _redelivered_at_10(b)
+
+
+def test_a_redelivery_after_a_reject_without_requeue_is_a_violation() -> None:
+    """The message was dropped for good: it must never come back."""
+    assert violated(run(_refused_at_1(requeue=False)), "resurrected") == ["p1-1"]
+
+
+def test_a_redelivery_after_a_reject_with_requeue_is_what_was_asked() -> None:
+    assert violated(run(_refused_at_1(requeue=True)), "resurrected") == []

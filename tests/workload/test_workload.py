@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -122,8 +123,9 @@ def test_backlog_queues_get_publishers_only_and_the_spread_is_deterministic() ->
 
 async def test_requeuers_cancel_consumers_and_a_backlog_queue(node: NodeProcess,
                                                               tmp_path: Path) -> None:
-    """Requeuers give every third delivery back (nack, reject, in turn) and the broker
-    delivers it again flagged; every consume says whether it asked for
+    """Requeuers answer every third delivery with a nack, a reject (both requeue) or a
+    reject without requeue, in turn: the broker delivers the requeued ones again
+    flagged and never the discarded ones; every consume says whether it asked for
     x-cancel-on-ha-failover and its prefetch; the backlog queue is only drained."""
     spec = WorkloadSpec(queues=("q1", "b1"), backlog_queues=("b1",), publishers=2,
                         consumers=1, requeuers=1, cancel_consumers=1, rate=60, prefetch=7)
@@ -134,13 +136,18 @@ async def test_requeuers_cancel_consumers_and_a_backlog_queue(node: NodeProcess,
                 for e in events if e["op"] == "consume" and e["type"] == "ok"}
     assert consumes == {"c1": (False, 7, "q1"), "r1": (False, 1, "q1"), "x1": (True, 7, "q1")}
     settled = [e for e in events if e["process"] == "r1" and e["op"] in ("ack", "nack", "reject")]
-    requeued = [e for e in settled if e["op"] != "ack"]
-    assert [e["op"] for e in requeued][:2] == ["nack", "reject"]
-    assert all(e["type"] == "ok" and e["requeue"] is True for e in requeued)
+    refused = [e for e in settled if e["op"] != "ack"]
+    assert [(e["op"], e["requeue"]) for e in refused][:3] == [
+        ("nack", True), ("reject", True), ("reject", False)]
+    assert all(e["type"] == "ok" for e in refused)
     assert [e["op"] != "ack" for e in settled[:6]] == [False, False, True] * 2
-    # what came back was delivered again, flagged as a redelivery
+    # what came back was delivered again, flagged as a redelivery; what was dropped not
+    deliveries = Counter(e["msg"] for e in events if e["op"] in ("deliver", "get")
+                         and "msg" in e)
     again = {e["msg"] for e in events if e["op"] in ("deliver", "get") and e.get("redelivered")}
-    assert {e["msg"] for e in requeued} <= again
+    assert {e["msg"] for e in refused if e["requeue"]} <= again
+    dropped = [e["msg"] for e in refused if not e["requeue"]]
+    assert dropped and all(deliveries[m] == 1 for m in dropped)
     backlog = {e["process"] for e in events if e.get("queue") == "b1"
                and e["op"] in ("deliver", "get") and "msg" in e}
     assert backlog == {"drain"}
