@@ -6,6 +6,8 @@ moment: a fault without targets (nor ``grudge``) is taken to touch every node.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from harness.checker.membership import paused_minority
 from harness.checker.result import Fault
 from harness.history.model import CRASH_FAULTS, PARTITION_FAULT, SHUTDOWN_FAULTS
@@ -42,15 +44,27 @@ def takes_away(fault: Fault, node: str | None, nodes: tuple[str, ...],
 
 
 def may_take_away(fault: Fault, node: str | None, nodes: tuple[str, ...],
-                  partition_handling: str) -> bool:
+                  partition_handling: str, faults: Sequence[Fault]) -> bool:
     """`takes_away`, and under ``pause_minority`` any node a partition touches once it
     lasts long enough to be detected: the nodes' detections race, and a node that loses
     a peer another still hears for a moment pauses as for a partial partition."""
     if takes_away(fault, node, nodes, partition_handling):
         return True
-    end = fault.end if fault.end is not None else float("inf")
     return (fault.kind == PARTITION_FAULT and partition_handling == "pause_minority"
-            and end - fault.start >= DETECTED_S and touches(fault, node))
+            and touches(fault, node) and _detected(fault, faults))
+
+
+def _detected(partition: Fault, faults: Sequence[Fault]) -> bool:
+    """Whether the nodes could see ``partition`` as one: it lasted the detection time
+    before it ended or a crash or stop took every node it cut off (a dead node's links
+    close at once: no race)."""
+    end = partition.end if partition.end is not None else float("inf")
+    cut_off = set(partition.targets)
+    for f in faults:
+        if (f.applied and f.kind in CRASH_FAULTS | SHUTDOWN_FAULTS and cut_off
+                and cut_off <= set(f.targets) and partition.start <= f.start < end):
+            end = f.start
+    return end - partition.start >= DETECTED_S
 
 
 def is_link_fault(fault: Fault) -> bool:

@@ -151,7 +151,7 @@ class _Resurrected:
             if (a.acker is None or timeline.disconnected(a.acker, a.acked, a.acked + g)
                     or timeline.disconnected(a.receiver, a.time, a.time + g)
                     or any(is_failure(f) and f.overlaps(a.acked - g, a.acked + g) and any(
-                        may_take_away(f, node, nodes, handling) for node in (
+                        may_take_away(f, node, nodes, handling, faults) for node in (
                             possible_masters(replay, a.acked)
                             | possible_masters(replay, f.start)
                             | ({a.acker_node} if a.acker_node is not None else set())))

@@ -169,6 +169,18 @@ def test_a_detected_cut_of_a_mirror_may_pause_the_master_too() -> None:
     assert run(_redelivered_at_10(b)).valid is True
 
 
+def test_a_mirror_cut_then_killed_before_detection_excuses_nothing() -> None:
+    """The cut stands in the record until the heal, but once its node is dead its
+    links close at once: nobody races into a pause."""
+    b = _acked_at_1()
+    b.at(1.5)
+    cut = b.fault("partition", ["n3"], grudge=_isolated("n3"))
+    killed = b.at(2.3).fault("kill", ["n3"])
+    b.at(4.0).heal(cut)
+    b.heal(killed)
+    assert violated(run(_redelivered_at_10(b)), "resurrected") == ["p1-1"]
+
+
 def test_a_cut_that_pauses_the_master_right_after_the_ack_may_lose_it() -> None:
     b = _acked_at_1("n1")
     b.at(1.5)
