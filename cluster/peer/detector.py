@@ -77,6 +77,14 @@ class Ask:
 
 
 @dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """For the links to send: our status (whom we hear) to ``to`` now, ahead of
+    anything that follows it on the link."""
+
+    to: str
+
+
+@dataclass(frozen=True, slots=True)
 class Answer:
     """For the links to send: tell ``to`` whether we still hear ``about``."""
 
@@ -87,7 +95,7 @@ class Answer:
 
 PeerEvent = PeerUp | PeerDown | AppStopped | AppStarted
 Event = PeerEvent | PartialPartition | PeerLost
-Output = Event | Ask | Answer
+Output = Event | Heartbeat | Ask | Answer
 
 
 @dataclass(slots=True)
@@ -120,12 +128,18 @@ class FailureDetector:
             outputs += self._down(peer, "restarted", now)
         elif state.up and not hears_us:
             outputs += self._down(peer, "it no longer hears us", now)
+        newly_linked, coming_up = not state.linked, hears_us and not state.up
         state.linked, state.last_heard = True, now
+        if newly_linked or coming_up:
+            # Tell the peer we hear it without waiting for a tick, and before the node
+            # hears it is up: the peer drops messages from us until it knows, so what
+            # the node sends it then (its metadata snapshot) would be lost for good.
+            outputs.append(Heartbeat(peer))
         if state.up:
             outputs += self._app_state(peer, app_running)
         else:
             state.app_running = app_running
-            if hears_us:
+            if coming_up:
                 outputs.append(self._up(peer, incarnation))
         if state.up:
             outputs += self._answers(peer)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cluster.peer.codec import CodecError, Envelope, FrameBuffer, encode
-from cluster.peer.detector import Answer, Ask, Event, FailureDetector, Output
+from cluster.peer.detector import Answer, Ask, Event, FailureDetector, Heartbeat, Output
 
 log = logging.getLogger("mirrorchaos.peer")
 
@@ -192,12 +192,9 @@ class PeerNetwork:
     def _heard(self, peer: str, envelope: Envelope) -> None:
         fields = envelope.fields
         hears = fields.get("hears")
-        linked = self.detector.peers[peer].linked
         self._emit(self.detector.heard(
             peer, str(fields.get("incarnation")), bool(fields.get("app")),
             [str(n) for n in hears] if isinstance(hears, list) else [], self._now()))
-        if not linked:
-            self.send(peer, self._heartbeat())  # now we hear it: tell it without delay
 
     def received(self, peer: str, envelope: Envelope) -> None:
         kind = envelope.type
@@ -282,7 +279,9 @@ class PeerNetwork:
 
     def _emit(self, outputs: list[Output]) -> None:
         for output in outputs:
-            if isinstance(output, Ask):
+            if isinstance(output, Heartbeat):
+                self.send(output.to, self._heartbeat())
+            elif isinstance(output, Ask):
                 self.send(output.to, Envelope("ask", {"node": output.about}))
             elif isinstance(output, Answer):
                 self.send(output.to, Envelope("answer", {"node": output.about,

@@ -11,6 +11,7 @@ from cluster.peer.detector import (
     AppStopped,
     Ask,
     FailureDetector,
+    Heartbeat,
     PartialPartition,
     PeerDown,
     PeerLost,
@@ -26,29 +27,48 @@ def detector(*peers: str) -> FailureDetector:
 
 def test_peer_goes_down_after_missed_ticks_and_a_return_without_restart_is_a_partition() -> None:
     d = detector()
-    assert d.heard("b", "inc1", True, ME, now=0.0) == [PeerUp("b", "inc1", False, False)]
+    assert d.heard("b", "inc1", True, ME, now=0.0) == [
+        Heartbeat("b"), PeerUp("b", "inc1", False, False)]
     assert d.running() == ["b"]
     assert d.heard("b", "inc1", True, ME, now=3.9) == []
     assert d.tick(now=7.8) == []
     # Nobody else to ask whether they still hear b: the loss is settled at once.
     assert d.tick(now=8.0) == [PeerDown("b", "no heartbeat for 4s"), PeerLost("b")]
     assert d.running() == [] and d.hears() == []
-    assert d.heard("b", "inc1", True, ME, now=20.0) == [PeerUp("b", "inc1", False, True)]
+    assert d.heard("b", "inc1", True, ME, now=20.0) == [
+        Heartbeat("b"), PeerUp("b", "inc1", False, True)]
     assert d.partitions == {"b"}
 
 
 def test_a_peer_is_up_only_while_it_hears_us_too() -> None:
     d = detector()
-    # b's link reaches us, but b has not heard from us yet: linked, not up.
-    assert d.heard("b", "inc1", True, [], now=0.0) == []
+    # b's link reaches us, but b has not heard from us yet: linked, not up. b is told
+    # at once that we hear it.
+    assert d.heard("b", "inc1", True, [], now=0.0) == [Heartbeat("b")]
     assert d.hears() == ["b"] and d.reachable() == []
-    assert d.heard("b", "inc1", True, ME, now=0.5) == [PeerUp("b", "inc1", False, False)]
+    assert d.heard("b", "inc1", True, ME, now=0.5) == [
+        Heartbeat("b"), PeerUp("b", "inc1", False, False)]
     # A cut from us to b: b's heartbeats still arrive, saying it lost us.
     assert d.heard("b", "inc1", True, [], now=1.0) == [
         PeerDown("b", "it no longer hears us"), PeerLost("b")]
     assert d.heard("b", "inc1", True, [], now=2.0) == []
     assert d.reachable() == [] and d.hears() == ["b"]
-    assert d.heard("b", "inc1", True, ME, now=3.0) == [PeerUp("b", "inc1", False, True)]
+    assert d.heard("b", "inc1", True, ME, now=3.0) == [
+        Heartbeat("b"), PeerUp("b", "inc1", False, True)]
+
+
+def test_a_peer_coming_up_is_told_we_hear_it_before_the_node_hears_of_it() -> None:
+    """The first we hear of b says it hears us: b comes up at once, and the node sends
+    it its metadata then. b takes messages from us only once it knows we hear it (our
+    hello reached it before we heard b), so the heartbeat must be on the link first."""
+    d = detector()
+    assert d.heard("b", "inc1", True, ME, now=0.0) == [
+        Heartbeat("b"), PeerUp("b", "inc1", False, False)]
+    # Taken down while still linked (a partial partition made full): its return too.
+    d.disconnect("b", "partial partition", now=1.0)
+    assert d.heard("b", "inc1", True, ME, now=1.5) == [
+        Heartbeat("b"), PeerUp("b", "inc1", False, True)]
+    assert d.heard("b", "inc1", True, ME, now=2.0) == []  # up and linked: no news
 
 
 def test_a_new_incarnation_is_a_restart_and_clears_the_partition() -> None:
@@ -58,14 +78,15 @@ def test_a_new_incarnation_is_a_restart_and_clears_the_partition() -> None:
     d.heard("b", "inc1", True, ME, now=1.0)
     assert d.partitions == {"b"}
     assert d.heard("b", "inc2", True, ME, now=2.0) == [
-        PeerDown("b", "restarted"), PeerLost("b"), PeerUp("b", "inc2", True, False)
-    ]
+        PeerDown("b", "restarted"), PeerLost("b"), Heartbeat("b"),
+        PeerUp("b", "inc2", True, False)]
     assert d.partitions == set()
 
 
 def test_a_peer_that_links_up_before_its_app_reports_the_app_start_and_stop() -> None:
     d = detector()
-    assert d.heard("b", "inc1", False, ME, now=0.0) == [PeerUp("b", "inc1", False, False)]
+    assert d.heard("b", "inc1", False, ME, now=0.0) == [
+        Heartbeat("b"), PeerUp("b", "inc1", False, False)]
     assert d.heard("b", "inc1", True, ME, now=0.5) == [AppStarted("b", "inc1")]
     assert d.running() == ["b"]
     assert d.heard("b", "inc1", True, ME, now=1.0) == []
