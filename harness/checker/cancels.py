@@ -8,7 +8,8 @@ seconds after the fault starts); a missing report never excuses a missing cancel
 judged: sessions that end before the bound, histories that end before it, and sessions
 whose own node a fault took away in that time (a paused node sends nothing): a crash or
 stop of it, or under ``pause_minority`` a partition that pauses it (a node on the side
-that keeps running is judged), or any partition touching it under the other modes.
+that keeps running is judged), or any partition touching it under the other modes. A
+degraded link (latency, a black-hole on one link) takes no node away.
 
 ``cancel-unexpected``: a consumer that did not ask for it was cancelled while its queue
 existed: not while the record shows the queue down (its master failed with no mirror
@@ -24,7 +25,7 @@ from harness.checker.anomalies import Grouper
 from harness.checker.compose import Streaming
 from harness.checker.membership import Replay, changes_from, master_changes, replayed
 from harness.checker.protocol import Handler, Observer
-from harness.checker.record import takes_away
+from harness.checker.record import is_failure, takes_away
 from harness.checker.result import Fault, Result
 from harness.checker.run import Run
 from harness.history.model import PARTITION_FAULT, Event
@@ -95,8 +96,9 @@ class _Missing(_Judge):
                 deadline = (reported[0] if reported else changed) + self.bound
                 end = s.end if s.end is not None else float("inf")
                 if end <= deadline or last < deadline or any(
-                        takes_away(f, s.node, header.nodes, header.partition_handling)
-                        and f.overlaps(changed, deadline) for f in faults):
+                        is_failure(f) and f.overlaps(changed, deadline)
+                        and takes_away(f, s.node, header.nodes, header.partition_handling)
+                        for f in faults):
                     continue
                 missing.add("cancel-missing", s.process,
                             f"{s.process} asked for x-cancel-on-ha-failover and stayed "

@@ -138,3 +138,12 @@ def test_under_autoheal_any_partition_touching_the_node_excuses_it() -> None:
     b.connect("c1", node="n2")
     b.consume("c1", node="n2", cancel_on_failover=True)
     assert violated(run(_ends_at_30(_master_cut_off_then_killed(b))), "cancel-missing") == []
+
+
+def test_a_degraded_link_of_the_consumers_node_excuses_nothing() -> None:
+    """A black-hole on the master's link to n2 (before its kill) leaves n2 running: it
+    hears of the new master from the others and must cancel."""
+    b = _consumer_on_n2()
+    b.at(4.4).fault("timeout", ["n1", "n2"], links=["link:n1->n2"])
+    b = _master_killed_at_5(b)
+    assert violated(run(_ends_at_30(b)), "cancel-missing") == ["c1"]
