@@ -176,6 +176,10 @@ class Node:
         # master while the cluster has moved them on. Its port is held meanwhile.
         self._amqp_socket = self._bind_amqp()
         if self.peers is not None:
+            # Our hellos say whom our file names: a peer starting with us learns
+            # whether we saw it stop (`BootGate`).
+            self._remembered = self.last_running.load()
+            self.peers.outlived_by = self._remembered
             await self.peers.start()
             await self._await_boot()
         await self.start_app()
@@ -189,12 +193,23 @@ class Node:
         detector = self.peers.detector
         cluster = self.settings.cluster
         gate = BootGate(frozenset(cluster.peers), self.last_running.load(),
-                        self.settings.force_boot)
+                        self.settings.force_boot, me=self.settings.name)
         await self._peers_until(lambda: gate.discovered(set(detector.reachable())),
                                 cluster.tick * cluster.count)
-        if not await self._peers_until(
-                lambda: gate.may_start(set(detector.running()), set(detector.reachable())),
-                self.settings.peer_wait):
+        told: list[list[str]] = []
+
+        def may_start() -> bool:
+            running, reachable = set(detector.running()), set(detector.reachable())
+            if gate.may_start(running, reachable, detector.outlived_by()):
+                return True
+            newer = gate.saw_us_stop(detector.outlived_by())
+            if newer and gate.last_running <= reachable and newer not in told:
+                # Every peer is here, but these saw us stop: we wait for them to run.
+                told.append(newer)
+                self.events.emit("boot_waiting", saw_us_stop=newer)
+            return False
+
+        if not await self._peers_until(may_start, self.settings.peer_wait):
             raise BootError(gate.refusal(self.settings.peer_wait))
 
     async def _peers_until(self, done: Callable[[], bool], timeout: float) -> bool:
@@ -216,6 +231,7 @@ class Node:
         if running != self._remembered:
             self.last_running.save(running)
             self._remembered = running
+            self.peers.outlived_by = running
 
     async def start_app(self) -> None:
         async with self._app_lock:

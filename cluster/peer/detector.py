@@ -105,6 +105,9 @@ class PeerState:
     app_running: bool = False
     last_heard: float = 0.0
     linked: bool = False
+    # What its hello and heartbeats say its last-running file names (the peers that
+    # outlived it when it last stopped), if they say it.
+    outlived_by: frozenset[str] | None = None
 
 
 class FailureDetector:
@@ -119,9 +122,12 @@ class FailureDetector:
         self._questions: list[tuple[str, str]] = []
 
     def heard(self, peer: str, incarnation: str, app_running: bool, hears: Collection[str],
-              now: float) -> list[Output]:
-        """A hello or heartbeat: the peer's incarnation, app state and whom it hears."""
+              now: float, outlived_by: Collection[str] | None = None) -> list[Output]:
+        """A hello or heartbeat: the peer's incarnation, app state and whom it hears
+        (and whom its last-running file names, for a starting node's `BootGate`)."""
         state = self.peers[peer]
+        if outlived_by is not None:
+            state.outlived_by = frozenset(outlived_by)
         hears_us = self.me in hears
         outputs: list[Output] = []
         if state.up and state.incarnation != incarnation:
@@ -261,3 +267,7 @@ class FailureDetector:
 
     def reachable(self) -> list[str]:
         return sorted(n for n, s in self.peers.items() if s.up)
+
+    def outlived_by(self) -> dict[str, frozenset[str]]:
+        """Per peer that said it: the peers its last-running file names."""
+        return {n: s.outlived_by for n, s in self.peers.items() if s.outlived_by is not None}

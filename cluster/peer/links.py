@@ -110,6 +110,9 @@ class PeerNetwork:
         self._tasks: list[asyncio.Task[None]] = []
         self._server: asyncio.Server | None = None
         self._on_read = on_read
+        # What this node's last-running file names, told to peers with our status: a
+        # peer starting after a full-cluster stop learns whether we saw it stop.
+        self.outlived_by: frozenset[str] | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -166,7 +169,11 @@ class PeerNetwork:
 
     def _status_fields(self) -> dict[str, object]:
         incarnation, running = self._status()
-        return {"incarnation": incarnation, "app": running, "hears": self.detector.hears()}
+        fields: dict[str, object] = {"incarnation": incarnation, "app": running,
+                                     "hears": self.detector.hears()}
+        if self.outlived_by is not None:
+            fields["outlived_by"] = sorted(self.outlived_by)
+        return fields
 
     # -- inbound ------------------------------------------------------------------------
 
@@ -192,9 +199,11 @@ class PeerNetwork:
     def _heard(self, peer: str, envelope: Envelope) -> None:
         fields = envelope.fields
         hears = fields.get("hears")
+        outlived_by = fields.get("outlived_by")
         self._emit(self.detector.heard(
             peer, str(fields.get("incarnation")), bool(fields.get("app")),
-            [str(n) for n in hears] if isinstance(hears, list) else [], self._now()))
+            [str(n) for n in hears] if isinstance(hears, list) else [], self._now(),
+            [str(n) for n in outlived_by] if isinstance(outlived_by, list) else None))
 
     def received(self, peer: str, envelope: Envelope) -> None:
         kind = envelope.type
