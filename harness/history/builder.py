@@ -134,6 +134,18 @@ class HistoryBuilder:
     def cancel(self, consumer: str = "c1", queue: str = "q", type: str = "ok") -> None:
         self.add(consumer, "cancel", type, queue=queue)
 
+    def declare(self, queue: str, process: str = "k1", node: str = "n1",
+                type: str = "ok") -> None:
+        """A churner's ``queue.declare``: the invoke, then its outcome ``type``."""
+        self.add(process, "declare", "invoke", queue=queue, node=node)
+        self.add(process, "declare", type, queue=queue, node=node)
+
+    def delete(self, queue: str, process: str = "k1", node: str = "n1",
+               type: str = "ok") -> None:
+        """A churner's ``queue.delete``: the invoke, then its outcome ``type``."""
+        self.add(process, "delete", "invoke", queue=queue, node=node)
+        self.add(process, "delete", type, queue=queue, node=node)
+
     def connect(self, process: str, node: str = "n1") -> None:
         self.add(process, "connect", "ok", node=node)
 

@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 FORMAT = "mirrorchaos-history"
-VERSION = 1
+VERSION = 2
+# Version 2 added the churners' ``declare`` and ``delete`` ops: a version-1 file reads as
+# a version-2 file without them.
+READABLE_VERSIONS = frozenset({1, 2})
 
 TYPES = frozenset({"invoke", "ok", "fail", "info"})
 MODES = frozenset({"ack", "no-ack"})
@@ -20,7 +23,8 @@ PARTITION_HANDLING = frozenset({"ignore", "pause_minority", "autoheal"})
 
 CLIENT_OPS = frozenset({
     "publish", "confirm", "deliver", "get", "ack", "nack", "reject", "recover",
-    "consume", "cancel", "connect", "disconnect", "drain", "cluster-state",
+    "consume", "cancel", "connect", "disconnect", "drain", "cluster-state", "declare",
+    "delete",
 })
 FAULT_OPS = frozenset({"fault-start", "fault-end"})
 # Reported by broker nodes (their events.jsonl), merged into the history by time.

@@ -19,8 +19,8 @@ from harness.history.model import (
     NODE_OPS,
     OPS,
     PARTITION_HANDLING,
+    READABLE_VERSIONS,
     TYPES,
-    VERSION,
     Event,
     Header,
     QueueConfig,
@@ -44,8 +44,9 @@ class Parser:
             "publish": self._publish, "confirm": self._with_msg, "deliver": self._deliver,
             "get": self._get, "ack": self._with_msg, "nack": self._settle,
             "reject": self._settle, "recover": self._recover, "consume": self._consume,
-            "cancel": self._cancel, "connect": self._plain, "disconnect": self._plain,
+            "cancel": self._with_queue, "connect": self._plain, "disconnect": self._plain,
             "drain": self._plain, "cluster-state": self._cluster_state,
+            "declare": self._with_queue, "delete": self._with_queue,
             "fault-start": self._fault, "fault-end": self._fault,
         }
         specific.update((op, self._node_op) for op in NODE_OPS)
@@ -62,9 +63,9 @@ class Parser:
             raise self.fail(line, None, "a JSON object (the header)", obj)
         if obj.get("format") != FORMAT:
             raise self.fail(line, "format", repr(FORMAT), obj.get("format"))
-        if obj.get("version") != VERSION:
-            raise self.fail(line, "version", f"{VERSION} (the version this reader knows)",
-                            obj.get("version"))
+        if obj.get("version") not in READABLE_VERSIONS:
+            raise self.fail(line, "version", " or ".join(map(str, sorted(READABLE_VERSIONS)))
+                            + " (the versions this reader knows)", obj.get("version"))
         run_id = self._str(obj, "run_id", line)
         scenario = self._str(obj, "scenario", line)
         seed = obj.get("seed")
@@ -228,7 +229,7 @@ class Parser:
             raise self._no_queue(ev, line)
         ev.mode = self._mode(obj, line, required=True)
 
-    def _cancel(self, ev: Event, obj: Mapping[str, Any], line: int) -> None:
+    def _with_queue(self, ev: Event, obj: Mapping[str, Any], line: int) -> None:
         if ev.queue is None:
             raise self._no_queue(ev, line)
 

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import itertools
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +32,7 @@ from aio_pika.exceptions import AMQPError, ChannelInvalidStateError, DeliveryErr
 from aiormq.abc import FieldTable
 
 from harness.workload.recorder import Recorder
-from harness.workload.spec import WorkloadSpec
+from harness.workload.spec import CHURN_PREFIX, WorkloadSpec
 
 # What a real client raises when the broker or the network misbehaves; anything else
 # is a bug of ours and ends the run.
@@ -353,6 +354,52 @@ class Getter(Client):
                 raise ConnectionLost("connection closed")
             await get_one(self, queue)
             await _sleep_until(self.stop, interval)
+
+
+class Churner(Client):
+    """Declares a durable queue of its own (``CHURN_PREFIX<id>.<n>``, mirrored by the
+    run's policy) at the workload's churn rate and deletes each once ``churn_keep``
+    newer ones exist, so every queue lives a few seconds: long enough for a node to go
+    down holding it and miss its delete. Queues whose declare or delete had no answer
+    are deleted again on the next connection (a delete of a missing queue is a no-op);
+    when the run stops, every queue it holds is deleted."""
+
+    def __init__(self, client_id: str, queue: str, node: str, ctx: ClientContext) -> None:
+        super().__init__(client_id, queue, node, ctx)
+        self.seq = itertools.count(1)
+        self.live: deque[str] = deque()  # declared (or maybe), oldest first
+
+    async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
+        channel = await self.channel(connection)
+        interval = 1.0 / self.spec.churn_rate
+        while self.running():
+            if broken.is_set():
+                raise ConnectionLost("connection closed")
+            while len(self.live) > self.spec.churn_keep:
+                await self._queue_op(channel, "delete", self.live[0])
+            await self._queue_op(channel, "declare", f"{CHURN_PREFIX}{self.id}.{next(self.seq)}")
+            await _sleep_until(self.stop, interval)
+        while self.live:
+            await self._queue_op(channel, "delete", self.live[0])
+
+    async def _queue_op(self, channel: AbstractChannel, op: str, name: str) -> None:
+        """``queue.declare`` or ``queue.delete`` of ``name``, recorded as ``op``; a queue
+        is in ``live`` from its declare until a delete of it is answered."""
+        self.record(op, "invoke", queue=name)
+        if op == "declare":
+            self.live.append(name)
+        try:
+            if op == "declare":
+                await channel.declare_queue(name, durable=True,
+                                            timeout=self.spec.confirm_timeout)
+            else:
+                await channel.queue_delete(name, timeout=self.spec.confirm_timeout)
+        except CLIENT_ERRORS as exc:
+            self.record(op, "info", queue=name, error=_describe(exc))
+            raise
+        self.record(op, "ok", queue=name)
+        if op == "delete":
+            self.live.remove(name)
 
 
 async def get_one(client: Client, queue: AbstractQueue) -> str | None:

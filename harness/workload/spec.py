@@ -8,6 +8,7 @@ from typing import Literal
 ClientNodes = Literal["master", "spread"]
 Reconnect = Literal["same", "next"]
 PUBLISHING = ("publisher", "tx-publisher")  # the client kinds that publish
+CHURN_PREFIX = "churn."  # the queues churners declare and delete
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,12 @@ class WorkloadSpec:
     # Queues (also in ``queues``) that only publishers use: they keep a backlog until
     # the final drain.
     backlog_queues: tuple[str, ...] = ()
+    # Clients that declare durable queues of their own and delete them again, over and
+    # over (k1, ...): a deleted queue must stay deleted on every node, also on one that
+    # was down when it went. Their queues are named ``CHURN_PREFIX<id>.<n>``.
+    churners: int = 0
+    churn_rate: float = 2.0  # queues declared per second per churner
+    churn_keep: int = 6  # queues a churner keeps: each is deleted once this many are newer
 
     def client_ids(self) -> dict[str, list[str]]:
         """Client kind -> ids, one logical process each; ids are message-id prefixes."""
@@ -52,7 +59,8 @@ class WorkloadSpec:
                   "no-ack-consumer": (self.no_ack_consumers, "a"),
                   "getter": (self.getters, "g"), "tx-publisher": (self.tx_publishers, "t"),
                   "requeuer": (self.requeuers, "r"),
-                  "cancel-consumer": (self.cancel_consumers, "x")}
+                  "cancel-consumer": (self.cancel_consumers, "x"),
+                  "churner": (self.churners, "k")}
         return {kind: [f"{prefix}{i}" for i in range(1, count + 1)]
                 for kind, (count, prefix) in counts.items()}
 

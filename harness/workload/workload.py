@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 
 from harness.workload.clients import (
     Address,
+    Churner,
     Client,
     ClientContext,
     Consumer,
@@ -50,6 +51,8 @@ class Workload:
             return Getter(client_id, queue, node, self.ctx)
         if kind == "requeuer":
             return Requeuer(client_id, queue, node, self.ctx)
+        if kind == "churner":
+            return Churner(client_id, queue, node, self.ctx)
         if kind == "cancel-consumer":
             return Consumer(client_id, queue, node, self.ctx, cancel_on_failover=True)
         return Consumer(client_id, queue, node, self.ctx, no_ack=kind == "no-ack-consumer",

@@ -192,9 +192,16 @@ def test_deliveries_may_carry_payloads_that_are_not_message_ids(tmp_path: Path) 
     assert (ev.msg, ev.producer, ev.seq) == ("garbage", None, -1)
 
 
+def test_a_version_1_file_still_reads(tmp_path: Path) -> None:
+    """Version 2 only added ops: what version 1 wrote means the same."""
+    path = _write(tmp_path / "h.jsonl", {**HEADER, "version": 1},
+                  _event(op="deliver", type="ok", msg="garbage", redelivered=False))
+    assert [ev.op for ev in read_history(path)] == ["deliver"]
+
+
 @pytest.mark.parametrize(("header", "field", "expected"), [
     ({**HEADER, "format": "jepsen"}, "format", "'mirrorchaos-history'"),
-    ({**HEADER, "version": 2}, "version", "1 (the version this reader knows)"),
+    ({**HEADER, "version": 3}, "version", "1 or 2 (the versions this reader knows)"),
     ({**HEADER, "seed": "7"}, "seed", "an integer"),
     ({**HEADER, "run_id": ""}, "run_id", "a non-empty string"),
     ({**HEADER, "config": {**CONFIG, "nodes": []}}, "config.nodes", "a non-empty list"),

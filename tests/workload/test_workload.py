@@ -5,12 +5,14 @@ final drain empties the queue."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from faults.management import Management
 from harness.checker import check
 from harness.ha_cases import NodeAccess, declare_mirrored
 from harness.history import HistoryWriter, read_history
@@ -153,6 +155,25 @@ async def test_requeuers_cancel_consumers_and_a_backlog_queue(node: NodeProcess,
     assert backlog == {"drain"}
     result = check(read_history(tmp_path / "history.jsonl"))
     assert result.valid is True, (result.error, result.violations)
+
+
+async def test_churners_declare_and_delete_queues_leaving_none_behind(
+        node: NodeProcess, tmp_path: Path) -> None:
+    """Each churned queue lives until ``churn_keep`` newer ones exist, in declare order;
+    the node lists none once the churner stopped."""
+    spec = WorkloadSpec(publishers=1, consumers=1, churners=1, churn_rate=20, churn_keep=3)
+    with writer(tmp_path, spec) as history:
+        assert await run_workload(node, spec, Recorder(history), 1.0)
+    events = [e for e in lines(tmp_path / "history.jsonl") if e["process"] == "k1"
+              and e["op"] in ("declare", "delete") and e["type"] == "ok"]
+    declared = [e["queue"] for e in events if e["op"] == "declare"]
+    assert len(declared) > 10 and declared == [f"churn.k1.{i}" for i in
+                                              range(1, len(declared) + 1)]
+    assert [e["queue"] for e in events if e["op"] == "delete"] == declared
+    live = list(itertools.accumulate(1 if e["op"] == "declare" else -1 for e in events))
+    assert max(live) == spec.churn_keep + 1 and live[-1] == 0
+    listing = await asyncio.to_thread(Management(node.mgmt_url).call, "GET", "/api/queues/%2F")
+    assert not [q["name"] for q in listing if q["name"].startswith("churn.")]
 
 
 async def test_only_cancel_consumers_hear_of_a_failover(tmp_path: Path) -> None:
