@@ -14,7 +14,11 @@ caught at the ``quiet`` snapshot, one whose sync copies too little at ``before-d
 At ``before-drain`` the harness has just synchronised every queue and waited for it, on
 a quiet cluster: a mirror still not synchronised there is ``sync-incomplete`` (a sync
 that never finishes, or a mirror that no longer receives what its master broadcasts).
-A node that could not be asked
+Queues the workload's churners
+declare and delete are compared by name, master and mirrors only, and not at a phase
+that a declare or delete of theirs was in flight or within CHURN_GRACE_S of: nodes
+learn of such a change a moment apart (whether a delete sticks is `undeleted`'s
+concern). A node that could not be asked
 (``cluster-state fail``) is only listed in the result's data. Each kind is its own
 checker (one JUnit case each); their anomalies name the nodes involved where others
 name messages.
@@ -34,6 +38,7 @@ from harness.history.model import Event
 _SPLIT_BRAIN_CAVEAT = {"ignore": "partition-split-brain"}
 
 Report = Mapping[str, Any]  # one queue as one node reports it
+CHURN_GRACE_S = 1.0  # a declare or delete reaches every running node well within this
 SYNCED_PHASE = "before-drain"  # recorded right after the harness synchronised every queue
 QUIET_PHASES = frozenset({"quiet", SYNCED_PHASE, "end"})  # no client at work: counts compare
 
@@ -67,12 +72,26 @@ class _Agreement:
         self.kind = kind
         self.phases: dict[str, dict[str, Mapping[str, Report]]] = {}  # phase -> node -> queues
         self.unasked: list[dict[str, Any]] = []
+        self.churned: dict[str, float] = {}  # churned queue -> its latest declare or delete
+        self.in_flight: set[str] = set()  # churned queues with a declare or delete unanswered
+        self.changing: dict[str, set[str]] = {}  # phase -> churned queues not compared
 
     def handlers(self) -> Mapping[str, Handler]:
-        return {"cluster-state": self.state}
+        return {"cluster-state": self.state, "declare": self.churn, "delete": self.churn}
+
+    def churn(self, ev: Event) -> None:
+        assert ev.queue is not None
+        self.churned[ev.queue] = ev.time
+        if ev.type == "invoke":
+            self.in_flight.add(ev.queue)
+        else:
+            self.in_flight.discard(ev.queue)
 
     def state(self, ev: Event) -> None:
         node, phase = ev.node or ev.process, str(ev.get("phase"))
+        self.changing.setdefault(phase, set()).update(
+            q for q, t in self.churned.items()
+            if q in self.in_flight or ev.time - t < CHURN_GRACE_S)
         if ev.type == "ok":
             self.phases.setdefault(phase, {})[node] = ev.get("queues")
         elif ev.type == "fail":
@@ -83,7 +102,10 @@ class _Agreement:
         violations: list[Anomaly] = []
         caveats: list[Anomaly] = []
         for phase, nodes in self.phases.items():
-            for anomaly in _compare(phase, nodes):
+            changing = self.changing.get(phase, set())
+            steady = {node: {q: r for q, r in queues.items() if q not in changing}
+                      for node, queues in nodes.items()}
+            for anomaly in _compare(phase, steady, set(self.churned)):
                 if anomaly.kind != self.kind:
                     continue
                 if anomaly.kind == SplitBrain.name and caveat is not None:
@@ -98,7 +120,10 @@ class _Agreement:
         return Result(self.kind, not violations, counts, violations, caveats, data)
 
 
-def _compare(phase: str, nodes: Mapping[str, Mapping[str, Report]]) -> list[Anomaly]:
+def _compare(phase: str, nodes: Mapping[str, Mapping[str, Report]],
+             churned: set[str]) -> list[Anomaly]:
+    """``churned`` queues hold nothing the harness synchronises or drains: their message
+    counts and sync state are not judged."""
     found: list[Anomaly] = []
     names = {node: set(queues) for node, queues in nodes.items()}
     everywhere = set.union(*names.values()) if names else set()
@@ -118,6 +143,8 @@ def _compare(phase: str, nodes: Mapping[str, Mapping[str, Report]]) -> list[Anom
         if len({tuple(m) for m in mirrors.values()}) > 1:
             found.append(Anomaly("disagreement", sorted(views), f"at {phase}, nodes list "
                                  "different mirrors: " + _listing(mirrors), queue=queue))
+        if queue in churned:
+            continue
         if phase in QUIET_PHASES:
             found.extend(_counts(phase, queue, views, nodes))
         if phase == SYNCED_PHASE:

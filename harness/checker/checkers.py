@@ -19,6 +19,7 @@ from harness.checker.resurrected import Resurrected
 from harness.checker.stalls import Stalls
 from harness.checker.throughput import Throughput
 from harness.checker.unacked import LostUnacked
+from harness.checker.undeleted import Undeleted
 from harness.checker.unexpected import Unexpected
 from harness.history.reader import History
 
@@ -27,7 +28,8 @@ def default_checkers(bucket_s: float = 1.0) -> list[StreamingChecker]:
     """One checker per concern; each becomes one JUnit test case in reports."""
     return [Completeness(), Lost(), LostUnacked(), Unexpected(), Duplicates(), Resurrected(),
             Recovered(), Ordering(), Overtaken(), CancelMissing(), CancelUnexpected(), Stalls(),
-            Disagreement(), SplitBrain(), SyncIncomplete(), WrongPromotion(), Latency(bucket_s),
+            Disagreement(), SplitBrain(), SyncIncomplete(), Undeleted(), WrongPromotion(),
+            Latency(bucket_s),
             Throughput(bucket_s)]
 
 

@@ -7,7 +7,8 @@ seconds before it (the broker detects a failure seconds after the fault starts).
 report with exactly one such change is judged: with none or several the replay cannot
 tell which failure the broker acted on. Nor is it judged when a partition under
 ``ignore``/``autoheal`` (whose split views the replay does not model) or a link fault
-touching the predicted or the reported node came in between.
+touching the predicted or the reported node came in between. Queues the workload's
+churners declared are not judged: the header gives no membership to replay for them.
 """
 
 from __future__ import annotations
@@ -65,13 +66,14 @@ class _Promotions:
         faults = [f for f in timeline.faults() if f.applied]
         changes = changes_from(faults, timeline.syncs, header.nodes, header.partition_handling)
         promoted = {}
-        for queue in {r.queue for r in self.reports}:
+        reports = [r for r in self.reports if r.queue not in run.churned]
+        for queue in {r.queue for r in reports}:
             promoted[queue] = [(t, new) for t, _, new in
                                master_changes(replayed(header, changes, queue).masters)]
         split_views = header.partition_handling in _UNMODELLED_PARTITIONS
         wrong = Grouper()
         unjudged = 0
-        for r in self.reports:
+        for r in reports:
             near = [(t, new) for t, new in promoted[r.queue]
                     if r.time - self.slack <= t <= r.time + _EARLY_S]
             if len(near) != 1:

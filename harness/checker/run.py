@@ -46,6 +46,9 @@ class Run:
         self.first_publish: float | None = None
         self.torn: TornLine | None = None
         self._durable = {name: q.durable for name, q in header.queues.items()}
+        # Queues the workload's churners declared or deleted: their membership is not
+        # in the header, so the replay of the record cannot judge them.
+        self.churned: set[str] = set()
 
     def appliers(self) -> dict[str, Callable[[Event], None]]:
         """Op -> how the run's state takes in an event of that op."""
@@ -57,10 +60,14 @@ class Run:
             "consume": timeline.consume, "cancel": timeline.cancel,
             "connect": timeline.connect, "disconnect": timeline.disconnect,
             "drain": timeline.drain, "fault-start": timeline.fault_start,
-            "fault-end": timeline.fault_end,
+            "fault-end": timeline.fault_end, "declare": self._churn, "delete": self._churn,
         }
         table.update((op, timeline.node_report) for op in NODE_OPS)
         return table
+
+    def _churn(self, ev: Event) -> None:
+        assert ev.queue is not None
+        self.churned.add(ev.queue)
 
     def _publish(self, ev: Event) -> None:
         if ev.type != "invoke":

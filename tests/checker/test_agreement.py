@@ -132,3 +132,38 @@ def test_a_mirror_left_unsynchronised_by_the_harness_sync_is_a_violation() -> No
 
 def test_an_unsynchronised_mirror_is_no_anomaly_before_the_harness_syncs() -> None:
     assert _kinds(_unsynced_n3("quiet")) == []
+
+
+def _churn_view() -> dict[str, Any]:
+    return {"master": "n1", "mirrors": ["n2", "n3"], "synchronised": [], "messages": 0,
+            "local": {"role": "mirror", "messages": 3}}
+
+
+def test_a_churned_queue_some_nodes_list_during_its_delete_is_not_compared() -> None:
+    """The nodes learn of a declare or delete a moment apart."""
+    b = builder()
+    b.at(1.0).declare("churn.k1.1")
+    b.add("k1", "delete", "invoke", queue="churn.k1.1", node="n1")
+    _states(b, phase="settled-1", n1={"q": _view(role="master")},
+            n2={"q": _view(), "churn.k1.1": _churn_view()})
+    assert _kinds(b) == []
+
+
+def test_a_churned_queue_one_node_keeps_long_after_its_delete_is_a_disagreement() -> None:
+    b = builder()
+    b.at(1.0).declare("churn.k1.1")
+    b.delete("churn.k1.1")
+    b.at(b.now + 1.5)
+    _states(b, phase="settled-1", n2={"q": _view(), "churn.k1.1": _churn_view()})
+    assert ("disagreement", None) in _kinds(b)
+
+
+def test_a_churned_queue_counts_and_sync_state_are_not_judged() -> None:
+    """The harness neither syncs nor drains churned queues."""
+    b = builder()
+    b.at(1.0).declare("churn.k1.1")
+    b.at(3.0)
+    churned = {"churn.k1.1": _churn_view()}
+    _states(b, n1={"q": _view(role="master"), **churned}, n2={"q": _view(), **churned},
+            n3={"q": _view(), **churned})
+    assert _kinds(b) == []

@@ -79,3 +79,18 @@ def test_when_synced_keeps_an_unsynchronised_eldest_mirror_from_being_predicted(
     b.add("nemesis", "fault-end", "ok", fault="sync", fault_id="s1", queue="q")
     _master_killed_at_5(b)  # every mirror synchronised: the eldest, n3, is the heir
     assert violated(run(_reported(b, "n2")), "wrong-promotion") == ["n2"]
+
+
+def test_a_churned_queues_promotion_is_not_judged() -> None:
+    """The header gives no membership for a queue a churner declared on some node."""
+    b = builder()
+    b.at(1.0).declare("churn.k1.1", node="n3")
+    _master_killed_at_5(b)
+    b.at(8.0).node_event("promotion", "n3", queue="churn.k1.1", node="n3")
+    b.at(9.0).drain()
+    assert part(run(b), "wrong-promotion").valid is True
+    b = builder()
+    _master_killed_at_5(b)
+    b.at(8.0).node_event("promotion", "n3", queue="churn.k1.1", node="n3")
+    b.at(9.0).drain()
+    assert part(run(b), "wrong-promotion").valid is False
