@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 VIOLATION_KINDS = frozenset({
     "lost", "lost-unacked", "duplicate", "resurrected", "reordered", "cancel-missing",
     "cancel-unexpected", "stalled", "overtaken", "split-brain", "disagreement",
-    "wrong-promotion",
+    "wrong-promotion", "undeleted",
 })
 
 
@@ -92,6 +92,10 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
     Breakage("pause-minority-ignored",
              "under pause_minority a node in a minority keeps running",
              ("split-brain", "lost"), "a partition that isolates a minority"),
+    Breakage("forget-deletions",
+             "a deleted record (a queue, an exchange, a binding, ...) leaves no tombstone, "
+             "so a node that missed the delete brings it back", ("undeleted",),
+             "a node down while the workload deletes queues, then started again"),
     Breakage("autoheal-no-restart",
              "under autoheal the losing side is not restarted after the heal",
              ("split-brain",), "a partition, then its heal, and the nodes asked once "
@@ -123,6 +127,7 @@ class Breaks:
     drop_held_publishes: bool = False
     no_fsync: bool = False
     pause_minority_ignored: bool = False
+    forget_deletions: bool = False
     autoheal_no_restart: bool = False
 
     @classmethod

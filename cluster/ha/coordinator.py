@@ -65,7 +65,7 @@ class Coordinator:
         self.me_prefix = f"{node}/"
         self.peers = peers
         self.running: dict[str, str] = {}  # peer -> incarnation, while its app runs
-        self.meta = Replica(node)
+        self.meta = Replica(node, tombstones=not self.breaks.forget_deletions)
         self.outbox: list[tuple[str, Envelope]] = []
         self.waits: dict[str, dict[int, ConfirmWait]] = defaultdict(dict)
         self._durable_confirms: list[tuple[int, str, int, str]] = []

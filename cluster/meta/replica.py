@@ -44,9 +44,12 @@ class Update:
 
 
 class Replica:
-    def __init__(self, node: str) -> None:
+    def __init__(self, node: str, *, tombstones: bool = True) -> None:
+        """``tombstones`` False is the planted bug ``forget-deletions``: a deleted record
+        is dropped, so any older write of it that arrives later brings it back."""
         self.node = node
         self.clock = 0
+        self.tombstones = tombstones
         self._records: dict[Key, Update] = {}
 
     def get(self, key: Key) -> dict[str, Any] | None:
@@ -79,8 +82,14 @@ class Replica:
     def _write(self, key: Key, value: dict[str, Any] | None) -> Update:
         self.clock += 1
         update = Update(key, value, Version(self.clock, self.node))
-        self._records[key] = update
+        self._keep(update)
         return update
+
+    def _keep(self, update: Update) -> None:
+        if update.value is None and not self.tombstones:
+            self._records.pop(update.key, None)
+        else:
+            self._records[update.key] = update
 
     def apply(self, update: Update) -> bool:
         """A write from another replica; True when it changed this one."""
@@ -88,7 +97,9 @@ class Replica:
         current = self._records.get(update.key)
         if current is not None and current.version >= update.version:
             return False
-        self._records[update.key] = update
+        if current is None and update.value is None and not self.tombstones:
+            return False
+        self._keep(update)
         return True
 
     def merge(self, updates: Iterable[Update]) -> list[Update]:

@@ -308,6 +308,26 @@ def test_break_rejoin_keeps_contents() -> None:
         assert bodies(drain(sim, "n3")) == stale
 
 
+def test_break_forget_deletions() -> None:
+    """n3 is down while the queue is deleted; restarted, it recovers the queue from its
+    store. With a tombstone on its peers the queue stays deleted; without, n3 announces
+    it again and every node takes it back."""
+    for breaks, revived in (((), False), (("forget-deletions",), True)):
+        sim = mirrored_queue(10, *breaks)
+        publish(sim, "n1", 2)
+        sim.kill("n3")
+        sim.pump()
+        client = sim.client("n1")
+        client.send(1, commands.Queue.Delete(queue="ha.q"))
+        sim.pump()
+        assert any(isinstance(m, commands.Queue.DeleteOk) for m in client.methods())
+        assert all("ha.q" not in sim.brokers[n].vhosts["/"].queues for n in ("n1", "n2"))
+        sim.restart("n3")
+        sim.pump()
+        assert {n: "ha.q" in sim.brokers[n].vhosts["/"].queues
+                for n in ("n1", "n2", "n3")} == dict.fromkeys(("n1", "n2", "n3"), revived)
+
+
 # -- order and replication of changes --------------------------------------------------
 
 
