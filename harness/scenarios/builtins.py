@@ -19,13 +19,16 @@ _CONSUME = WorkloadSpec(publishers=2, consumers=3, prefetch=10, ack_delay=0.2,
 
 # The detection campaign's workload: a consumed queue that still builds a backlog
 # (publishers, one of them transactional, outrun the consumers), consumers with and
-# without x-cancel-on-ha-failover, a requeuer, a basic.get poller, and a publish-only
-# backlog queue. Clients start spread over every node (a publisher on each), so some
-# publish to the master through mirrors and some consumers outlive each master.
+# without x-cancel-on-ha-failover, a requeuer, a basic.get poller, a publish-only
+# backlog queue, and a churner declaring and deleting queues of its own. Clients start
+# spread over every node (a publisher on each), so some publish to the master through
+# mirrors and some consumers outlive each master.
 _GAUNTLET = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers=3,
                          tx_publishers=1, consumers=1, cancel_consumers=2, requeuers=1,
-                         getters=1, rate=60.0, prefetch=5, ack_delay=0.2,
+                         getters=1, churners=1, rate=60.0, prefetch=5, ack_delay=0.2,
                          client_nodes="spread", reconnect="next")
+_PROMOTE_POLICY = {"ha-mode": "all", "ha-sync-mode": "manual",
+                   "ha-promote-on-failure": "when-synced"}
 _ISOLATE_MASTER = {"kind": "isolate", "node": "master", "mode": "black-hole"}
 _ISOLATE_MIRROR = {"kind": "isolate", "node": "mirror", "mode": "black-hole"}
 _MASTER = {"nodes": "master"}
@@ -173,8 +176,10 @@ BUILTINS: tuple[Scenario, ...] = (
              workload=replace(_CONSUME, client_nodes="spread", reconnect="next"),
              nemesis=NemesisSpec("rolling-restart"), phases=Phases(faults=30.0)),
     Scenario("mixed", "the combined random nemesis: partitions, process faults and link "
-             "degradation in seeded fault and quiet windows (the soak default)",
-             workload=replace(_CONSUME, client_nodes="spread", reconnect="next", getters=1),
+             "degradation in seeded fault and quiet windows, while a churner declares and "
+             "deletes queues (the soak default)",
+             workload=replace(_CONSUME, client_nodes="spread", reconnect="next", getters=1,
+                              churners=1),
              nemesis=NemesisSpec("combined", hold=5.0, quiet=5.0),
              phases=Phases(faults=60.0, recovery=10.0)),
 )
@@ -202,15 +207,18 @@ DETECTION: tuple[Scenario, ...] = (
              phases=Phases(warmup=3.0, faults=25.0, recovery=6.0, promotion_drain=True)),
     Scenario("gauntlet-promote", "ha-promote-on-failure when-synced: masters cut off and "
              "killed until no mirror is synchronised, then the master killed again (the queue "
-             "must wait for it rather than promote an empty mirror); then a drain by "
-             "promotion",
-             policy={"ha-mode": "all", "ha-sync-mode": "manual",
-                     "ha-promote-on-failure": "when-synced"}, workload=_GAUNTLET,
+             "must wait for it rather than promote an empty mirror); the policy cut to two "
+             "replicas and back (a mirror dropped, one added unsynchronised); then a drain "
+             "by promotion",
+             policy=_PROMOTE_POLICY, workload=_GAUNTLET,
              nemesis=NemesisSpec("sequence", options={"steps": [
                  *_cut_and_kill(0.0), _step(3.0, "heal"),
                  *_cut_and_kill(6.0), _step(9.0, "heal"),
-                 *_cut_and_kill(12.0), _step(15.0, "heal")]}),
-             phases=Phases(warmup=3.0, faults=20.0, recovery=6.0, promotion_drain=True)),
+                 *_cut_and_kill(12.0), _step(15.0, "heal"),
+                 _step(17.0, "set-policy", {"definition": {
+                     **_PROMOTE_POLICY, "ha-mode": "exactly", "ha-params": 2}}),
+                 _step(19.0, "heal")]}),
+             phases=Phases(warmup=3.0, faults=22.0, recovery=6.0, promotion_drain=True)),
 )
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in BUILTINS + DETECTION}

@@ -19,6 +19,7 @@ from faults.nemesis.partition import MODES
 from faults.nemesis.schedule import FINAL
 from faults.topology import client_link_name, node_link_name
 from harness.scenarios.model import Scenario
+from harness.workload.spec import CHURN_PREFIX
 
 POLICY_NAME = "mirrorchaos"  # the run's own policy, set at the start on the workload's queues
 SYMBOLIC = ("master", "mirror")  # targets resolved when the op is invoked
@@ -39,8 +40,12 @@ class PlanError(ValueError):
 
 
 def queue_pattern(scenario: Scenario) -> str:
-    """The policy pattern that matches exactly the workload's queues."""
-    return "^(" + "|".join(_escape(q) for q in scenario.workload.queues) + ")$"
+    """The policy pattern that matches exactly the workload's queues (and its churners'
+    queues, when it has churners)."""
+    alternatives = [_escape(q) for q in scenario.workload.queues]
+    if scenario.workload.churners:
+        alternatives.append(_escape(CHURN_PREFIX) + ".+")
+    return "^(" + "|".join(alternatives) + ")$"
 
 
 def _escape(name: str) -> str:
@@ -167,6 +172,8 @@ def _sequence(scenario: Scenario, raw: Any) -> list[Step]:
         value = item.get("value")
         if f == "sync-queue":
             value = _sync_value(scenario, value, i)
+        elif f == "set-policy":
+            value = _policy_value(scenario, value, i)
         steps.append(Step(float(at), Op(f, value)))
     return sorted(steps, key=lambda s: s.at)
 
@@ -183,6 +190,16 @@ def _sync_value(scenario: Scenario, value: Any, step: int) -> dict[str, Any]:
         raise PlanError(f"step {step}: sync-queue's queue must be one of the workload's "
                         f"queues {list(queues)}, got {queue!r}")
     return {**value, "queue": queue}
+
+
+def _policy_value(scenario: Scenario, value: Any, step: int) -> dict[str, Any]:
+    """A new definition of the run's own policy, on the workload's queues unless the
+    step names another policy or pattern; the heal restores the run's policy."""
+    if not isinstance(value, dict) or not isinstance(value.get("definition"), dict):
+        raise PlanError(f"step {step}: set-policy takes {{definition = {{...}}}} and "
+                        f"optionally name, pattern and priority, got {value!r}")
+    return {"name": POLICY_NAME, "pattern": queue_pattern(scenario), "priority": 0,
+            "apply-to": "queues", **value}
 
 
 def _schedule_config(scenario: Scenario) -> ScheduleConfig:

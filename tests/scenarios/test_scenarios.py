@@ -9,7 +9,13 @@ import pytest
 
 from faults.nemesis import HEAL
 from faults.nemesis.schedule import is_final
-from harness.scenarios import SCENARIOS, ScenarioError, find_scenario, load_scenario
+from harness.scenarios import (
+    POLICY_NAME,
+    SCENARIOS,
+    ScenarioError,
+    find_scenario,
+    load_scenario,
+)
 from harness.scenarios.nemesis import check_plan
 
 SPEC_NAMES = {
@@ -121,6 +127,21 @@ def test_a_file_with_requeuers_cancel_consumers_a_backlog_and_a_promotion_drain(
                                 SCENARIOS)
     degrade = check_plan(replication)[0].op
     assert degrade.f == "degrade" and degrade.value["links"] == "master-out"
+
+
+def test_a_set_policy_step_redefines_the_runs_own_policy_on_the_workloads_queues(
+        tmp_path: Path) -> None:
+    text = ('[workload]\nqueues = ["q1", "b1"]\nchurners = 1\n'
+            '[nemesis]\npackage = "sequence"\n'
+            '[[nemesis.options.steps]]\nat = 1\nf = "set-policy"\n'
+            'value = {definition = {"ha-mode" = "exactly", "ha-params" = 2}}\n')
+    (step, _) = check_plan(load_scenario(write(tmp_path, text), SCENARIOS))
+    assert step.op.value == {"name": POLICY_NAME, "pattern": r"^(q1|b1|churn\..+)$",
+                             "priority": 0, "apply-to": "queues",
+                             "definition": {"ha-mode": "exactly", "ha-params": 2}}
+    bare = text.replace('value = {definition = {"ha-mode" = "exactly", "ha-params" = 2}}\n', "")
+    with pytest.raises(ScenarioError, match="set-policy takes"):
+        load_scenario(write(tmp_path, bare), SCENARIOS)
 
 
 @pytest.mark.parametrize(("text", "key", "expected"), [
