@@ -18,7 +18,10 @@ Queues the workload's churners
 declare and delete are compared by name, master and mirrors only, and not at a phase
 that a declare or delete of theirs was in flight or within CHURN_GRACE_S of: nodes
 learn of such a change a moment apart (whether a delete sticks is `undeleted`'s
-concern). A node that could not be asked
+concern). At ``quiet`` and ``before-drain`` every workload queue
+must have a replica on each answering node its policy covers (the header's policy,
+which the final heal restored): else ``under-replicated`` (a node that came back and
+was never made a mirror again, a policy the master does not apply). A node that could not be asked
 (``cluster-state fail``) is only listed in the result's data. Each kind is its own
 checker (one JUnit case each); their anomalies name the nodes involved where others
 name messages.
@@ -30,10 +33,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.checker.compose import Streaming
+from harness.checker.membership import covers
 from harness.checker.protocol import Handler, Observer
 from harness.checker.result import Anomaly, Result
 from harness.checker.run import Run
-from harness.history.model import Event
+from harness.history.model import Event, Header
 
 _SPLIT_BRAIN_CAVEAT = {"ignore": "partition-split-brain"}
 
@@ -41,6 +45,9 @@ Report = Mapping[str, Any]  # one queue as one node reports it
 CHURN_GRACE_S = 1.0  # a declare or delete reaches every running node well within this
 SYNCED_PHASE = "before-drain"  # recorded right after the harness synchronised every queue
 QUIET_PHASES = frozenset({"quiet", SYNCED_PHASE, "end"})  # no client at work: counts compare
+# every fault healed and every node back a while: replicas are where the policy says
+# (not at ``end``: the drain by promotion has just restarted a node)
+PLACED_PHASES = frozenset({"quiet", SYNCED_PHASE})
 
 
 class Disagreement(Streaming):
@@ -59,6 +66,13 @@ class SplitBrain(Streaming):
 
 class SyncIncomplete(Streaming):
     name = "sync-incomplete"
+
+    def start(self, run: Run) -> Observer:
+        return _Agreement(run, self.name)
+
+
+class UnderReplicated(Streaming):
+    name = "under-replicated"
 
     def start(self, run: Run) -> Observer:
         return _Agreement(run, self.name)
@@ -105,7 +119,10 @@ class _Agreement:
             changing = self.changing.get(phase, set())
             steady = {node: {q: r for q, r in queues.items() if q not in changing}
                       for node, queues in nodes.items()}
-            for anomaly in _compare(phase, steady, set(self.churned)):
+            found = _compare(phase, steady, set(self.churned))
+            if phase in PLACED_PHASES:
+                found += _unreplicated(phase, steady, self.run.header)
+            for anomaly in found:
                 if anomaly.kind != self.kind:
                     continue
                 if anomaly.kind == SplitBrain.name and caveat is not None:
@@ -186,6 +203,27 @@ def _counts(phase: str, queue: str, views: Mapping[str, Report],
     return [Anomaly("disagreement", [master, *sorted(differing)],
                     f"at {phase}, master {master} holds {expected} messages but its "
                     f"synchronised mirrors hold " + _listing(differing), queue=queue)]
+
+
+def _unreplicated(phase: str, nodes: Mapping[str, Mapping[str, Report]],
+                  header: Header) -> list[Anomaly]:
+    """Workload queues whose master lists no replica on an answering node that the
+    queue's policy covers."""
+    found = []
+    for queue, config in header.queues.items():
+        own = next((qs[queue] for n, qs in nodes.items()
+                    if queue in qs and qs[queue].get("master") == n), None)
+        if own is None:
+            continue  # its master did not answer: nothing to compare with
+        members = [str(own.get("master")), *(own.get("mirrors") or ())]
+        missing = [n for n in sorted(nodes) if n not in members
+                   and covers(config.policy, n, members)]
+        if missing:
+            found.append(Anomaly("under-replicated", [members[0], *missing],
+                                 f"at {phase}, {queue} under {dict(config.policy)} has "
+                                 f"replicas on {', '.join(members)} only, not on the running "
+                                 f"{', '.join(missing)}", queue=queue))
+    return found
 
 
 def _listing(by_node: Mapping[str, object]) -> str:

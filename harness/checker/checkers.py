@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from harness.checker.agreement import Disagreement, SplitBrain, SyncIncomplete
+from harness.checker.agreement import (
+    Disagreement,
+    SplitBrain,
+    SyncIncomplete,
+    UnderReplicated,
+)
 from harness.checker.cancels import CancelMissing, CancelUnexpected
 from harness.checker.completeness import Completeness
 from harness.checker.compose import Composed
@@ -28,8 +33,8 @@ def default_checkers(bucket_s: float = 1.0) -> list[StreamingChecker]:
     """One checker per concern; each becomes one JUnit test case in reports."""
     return [Completeness(), Lost(), LostUnacked(), Unexpected(), Duplicates(), Resurrected(),
             Recovered(), Ordering(), Overtaken(), CancelMissing(), CancelUnexpected(), Stalls(),
-            Disagreement(), SplitBrain(), SyncIncomplete(), Undeleted(), WrongPromotion(),
-            Latency(bucket_s),
+            Disagreement(), SplitBrain(), SyncIncomplete(), UnderReplicated(), Undeleted(),
+            WrongPromotion(), Latency(bucket_s),
             Throughput(bucket_s)]
 
 

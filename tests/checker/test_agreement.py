@@ -167,3 +167,35 @@ def test_a_churned_queue_counts_and_sync_state_are_not_judged() -> None:
     _states(b, n1={"q": _view(role="master"), **churned}, n2={"q": _view(), **churned},
             n3={"q": _view(), **churned})
     assert _kinds(b) == []
+
+
+def _two_replicas(b: HistoryBuilder, phase: str, nodes: tuple[str, ...] = NODES) -> None:
+    """Every answering node agrees: q lives on n1 and n2 only."""
+    for node in nodes:
+        b.cluster_state(node, phase, {"q": _view(mirrors=("n2",),
+                                                 role="master" if node == "n1" else "mirror")})
+    b.drain()
+
+
+def test_a_running_node_the_policy_covers_without_a_replica_is_under_replicated() -> None:
+    for phase in ("quiet", "before-drain"):
+        b = builder()
+        _two_replicas(b, phase)
+        (anomaly,) = part(run(b), "under-replicated").violations
+        assert anomaly.messages == ["n1", "n3"] and anomaly.queue == "q", phase
+
+
+def test_replicas_are_judged_only_on_answering_nodes_and_by_the_policy() -> None:
+    b = builder()
+    _two_replicas(b, "quiet", nodes=("n1", "n2"))  # n3 is down
+    assert part(run(b), "under-replicated").valid is True
+    b = builder(policy={"ha-mode": "exactly", "ha-params": 2})
+    _two_replicas(b, "quiet")
+    assert part(run(b), "under-replicated").valid is True
+
+
+def test_replicas_are_not_judged_while_nodes_may_still_be_joining() -> None:
+    for phase in ("settled-1", "end"):
+        b = builder()
+        _two_replicas(b, phase)
+        assert part(run(b), "under-replicated").valid is True, phase
