@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 VIOLATION_KINDS = frozenset({
     "lost", "lost-unacked", "duplicate", "resurrected", "reordered", "cancel-missing",
     "cancel-unexpected", "stalled", "overtaken", "split-brain", "disagreement",
-    "wrong-promotion", "undeleted",
+    "wrong-promotion", "undeleted", "under-replicated",
 })
 
 
@@ -92,6 +92,10 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
     Breakage("pause-minority-ignored",
              "under pause_minority a node in a minority keeps running",
              ("split-brain", "lost"), "a partition that isolates a minority"),
+    Breakage("no-remirror",
+             "a node that comes back is not made a mirror again (until a promotion or a "
+             "policy change places the queue's mirrors anew)", ("under-replicated",),
+             "a node restarted, and no master change before the cluster is asked"),
     Breakage("forget-deletions",
              "a deleted record (a queue, an exchange, a binding, ...) leaves no tombstone, "
              "so a node that missed the delete brings it back", ("undeleted",),
@@ -127,6 +131,7 @@ class Breaks:
     drop_held_publishes: bool = False
     no_fsync: bool = False
     pause_minority_ignored: bool = False
+    no_remirror: bool = False
     forget_deletions: bool = False
     autoheal_no_restart: bool = False
 

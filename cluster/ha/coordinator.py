@@ -186,7 +186,7 @@ class Coordinator:
         self.send(peer, Envelope("meta", {}, json.dumps([u.to_json() for u in snapshot])
                                  .encode()))
         for queue in self._queues():
-            if queue.is_master:
+            if queue.is_master and not self.breaks.no_remirror:
                 self._place_mirrors(queue)
             self._renew_catch_ups(queue, peer)
 

@@ -308,6 +308,16 @@ def test_break_rejoin_keeps_contents() -> None:
         assert bodies(drain(sim, "n3")) == stale
 
 
+def test_break_no_remirror() -> None:
+    """n3 restarts: the master makes it a mirror again, unless broken."""
+    for breaks, mirrors in (((), ["n2", "n3"]), (("no-remirror",), ["n2"])):
+        sim = mirrored_queue(11, *breaks)
+        sim.kill("n3")
+        sim.pump()
+        sim.restart("n3")
+        assert queue_json(sim.brokers["n1"], replica(sim, "n1"))["slave_nodes"] == mirrors
+
+
 def test_break_forget_deletions() -> None:
     """n3 is down while the queue is deleted; restarted, it recovers the queue from its
     store. With a tombstone on its peers the queue stays deleted; without, n3 announces
