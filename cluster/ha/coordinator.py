@@ -341,6 +341,10 @@ class Coordinator:
             for pubid, wait in list(waits.items()):
                 wait.deleted(uid)
                 self._maybe_done(sender, pubid, wait)
+        # Its mirrors' synchronisation, noted or under way, is never written: that
+        # record would be newer than the tombstone and bring the queue back.
+        self._changed.discard(queue)
+        self.syncs.pop(queue, None)
         key = queue_key(queue.vhost, queue.name)
         if self.meta.get(key) is not None:
             self._broadcast_meta([self.meta.delete(key)])

@@ -78,13 +78,15 @@ class SimCluster:
         self.move(*self.rng.choice(busy))
         return True
 
-    def move(self, source: str, target: str) -> None:
-        """Deliver the next message on one link."""
+    def move(self, source: str, target: str, count: int = 1) -> None:
+        """Deliver the next ``count`` messages on one link as one read: the target's
+        after_input runs once after them all, as a live node's does per read."""
         self._collect()
-        data = self.links[(source, target)].popleft()
-        (envelope,) = FrameBuffer().feed(data)
-        self.delivered[(source, target, envelope.type)] += 1
-        self.coordinators[target].received(source, envelope)
+        for _ in range(count):
+            data = self.links[(source, target)].popleft()
+            (envelope,) = FrameBuffer().feed(data)
+            self.delivered[(source, target, envelope.type)] += 1
+            self.coordinators[target].received(source, envelope)
         self.brokers[target].after_input()
 
     def pump(self, limit: int = 100_000) -> None:
