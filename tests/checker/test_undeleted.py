@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.checker import Result
 from harness.checker.undeleted import GRACE_S
 from harness.history import HistoryBuilder
 from tests.checker.histories import NODES, builder, part, run
@@ -28,6 +29,21 @@ def _deleted_then_listed(b: HistoryBuilder, listing: tuple[str, ...], after: flo
     b.at(b.now + after)
     _states(b, listing=listing)
     b.drain()
+
+
+def _judged(b: HistoryBuilder, listing: tuple[str, ...] = NODES) -> Result:
+    """What ``undeleted`` says of ``listing`` reporting the queue past the grace."""
+    b.at(b.now + GRACE_S + 1)
+    _states(b, listing=listing)
+    return part(run(b), "undeleted")
+
+
+def _killed_after_the_delete(victim: str, listing: tuple[str, ...]) -> Result:
+    b = builder()
+    b.at(1.0).declare(CHURNED)
+    b.delete(CHURNED)
+    b.at(b.now + 0.5).fault("kill", [victim])
+    return _judged(b, listing)
 
 
 def test_a_deleted_queue_listed_again_later_is_undeleted() -> None:
@@ -65,40 +81,24 @@ def test_a_queue_declared_again_after_its_delete_may_exist() -> None:
     b.at(1.0).declare(CHURNED)
     b.delete(CHURNED)
     b.declare(CHURNED)
-    b.at(b.now + GRACE_S + 1)
-    _states(b)
-    assert part(run(b), "undeleted").valid is True
+    assert _judged(b).valid is True
 
 
 def test_a_delete_without_an_answer_proves_nothing() -> None:
     b = builder()
     b.at(1.0).declare(CHURNED)
     b.delete(CHURNED, type="info")
-    b.at(b.now + GRACE_S + 1)
-    _states(b)
-    assert part(run(b), "undeleted").valid is True
+    assert _judged(b).valid is True
 
 
 def test_a_delete_answered_just_before_its_node_crashed_may_be_undone() -> None:
     """The deletion may not have reached the peers before the kill: allowed, counted."""
-    b = builder()
-    b.at(1.0).declare(CHURNED)
-    b.delete(CHURNED)
-    b.at(b.now + 0.5).fault("kill", ["n1"])
-    b.at(b.now + GRACE_S + 1)
-    _states(b, listing=("n2", "n3"))
-    result = part(run(b), "undeleted")
+    result = _killed_after_the_delete("n1", ("n2", "n3"))
     assert result.valid is True and result.counts["undeleted_allowed"] == 2
 
 
 def test_a_crash_of_another_node_excuses_nothing() -> None:
-    b = builder()
-    b.at(1.0).declare(CHURNED)
-    b.delete(CHURNED)
-    b.at(b.now + 0.5).fault("kill", ["n3"])
-    b.at(b.now + GRACE_S + 1)
-    _states(b, listing=("n1", "n2"))
-    assert part(run(b), "undeleted").valid is False
+    assert _killed_after_the_delete("n3", ("n1", "n2")).valid is False
 
 
 def test_a_queue_declared_on_a_node_cut_off_before_the_delete_may_come_back() -> None:
@@ -108,9 +108,7 @@ def test_a_queue_declared_on_a_node_cut_off_before_the_delete_may_come_back() ->
     partition = b.fault("partition", ["n1"])
     b.at(b.now + 0.5).delete(CHURNED, node="n2")
     b.heal(partition)
-    b.at(b.now + GRACE_S + 1)
-    _states(b)
-    assert part(run(b), "undeleted").valid is True
+    assert _judged(b).valid is True
 
 
 def test_a_failure_of_the_declaring_node_after_the_delete_excuses_nothing() -> None:
@@ -118,6 +116,4 @@ def test_a_failure_of_the_declaring_node_after_the_delete_excuses_nothing() -> N
     b.at(1.0).declare(CHURNED, node="n1")
     b.delete(CHURNED, node="n2")
     b.at(b.now + GRACE_S + 1).fault("kill", ["n1"])
-    b.at(b.now + 1)
-    _states(b, listing=("n2", "n3"))
-    assert part(run(b), "undeleted").valid is False
+    assert _judged(b, ("n2", "n3")).valid is False
