@@ -203,6 +203,7 @@ class FailureDetector:
         state = self.peers[peer]
         if not state.up:
             return []
+        serving = state.app_running
         state.up = False
         state.app_running = False
         outputs: list[Output] = [PeerDown(peer, reason)]
@@ -212,8 +213,11 @@ class FailureDetector:
             if peer in waiting:  # it cannot answer now
                 waiting.discard(peer)
                 outputs += self._settle_if_answered(lost)
-        if reason == "restarted":
-            outputs.append(PeerLost(peer))  # a restart is no partition: nothing to ask
+        if reason == "restarted" or not serving:
+            # A restart is no partition; nor is the loss of a peer whose app had stopped
+            # (a graceful stop says so before its links close, a paused node is
+            # stopped): it serves nothing a partition could split. Nothing to ask.
+            outputs.append(PeerLost(peer))
             return outputs
         asking = set(self.reachable())
         self._unsettled[peer] = (asking, now + self.timeout)

@@ -123,6 +123,17 @@ def test_a_lost_peer_that_another_still_hears_is_a_partial_partition() -> None:
     assert a.answered("c", "b", True) == []
 
 
+def test_a_peer_lost_after_its_app_stopped_is_no_partial_partition() -> None:
+    """A graceful stop reports the app stopped, then closes the links: a peer that has
+    not yet seen the link close still hears it, but there is nothing to ask about."""
+    a = detector("b", "c")
+    for peer in ("b", "c"):
+        a.heard(peer, "inc-" + peer, True, ["a", "b", "c"], now=0.0)
+    assert a.heard("b", "inc-b", False, ["a", "c"], now=1.0) == [AppStopped("b")]
+    assert a.link_closed("b", now=1.1) == [PeerDown("b", "connection closed"), PeerLost("b")]
+    assert a.answered("c", "b", True) == []
+
+
 def test_a_peer_lost_by_everyone_is_settled_by_their_answers() -> None:
     a = detector("b", "c", "d")
     for peer in ("b", "c", "d"):
