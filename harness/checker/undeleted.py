@@ -7,11 +7,12 @@ line's queues: a node still listing it never applied the delete; one listing it 
 took back a stale record, e.g. the one a node that was down at the delete recovered
 from its disk. Neither a declare nor a delete is atomic across nodes, so a sighting is
 only counted (``undeleted_allowed``) when a failure could take away the node that
-answered the delete around that moment (a crash before the deletion reached its peers,
-the side of a partition whose changes the heal discards), or the node that declared the
-queue between the declare and the delete (the declare never reached the node that
-later answered the delete, which deleted nothing, and the declaring node brings the
-queue back from its disk).
+answered the delete around that moment, or a link fault touched it (a crash before the
+deletion reached its peers, the side of a partition whose changes the heal discards, a
+tombstone lost on a reset link and then with the app's restart after a pause), or
+either disturbed the node that declared the queue between the declare and the delete
+(the declare never reached the node that later answered the delete, which deleted
+nothing, and the declaring node brings the queue back from its disk).
 """
 
 from __future__ import annotations
@@ -21,8 +22,14 @@ from dataclasses import dataclass
 
 from harness.checker.compose import Streaming
 from harness.checker.protocol import Handler, Observer
-from harness.checker.record import DETECTED_S, is_failure, may_take_away
-from harness.checker.result import Anomaly, Result
+from harness.checker.record import (
+    DETECTED_S,
+    is_failure,
+    is_link_fault,
+    may_take_away,
+    touches,
+)
+from harness.checker.result import Anomaly, Fault, Result
 from harness.checker.run import Run
 from harness.history.model import Event
 
@@ -94,14 +101,15 @@ class _Undeleted:
         t0 = self.run.header.time
         grouped: dict[tuple[str, str], list[_Sighting]] = {}
         allowed = 0
+        def disturbed(f: Fault, node: str | None, begin: float, until: float) -> bool:
+            return f.overlaps(begin, until) and (
+                (is_failure(f) and may_take_away(f, node, nodes, handling, faults))
+                or (is_link_fault(f) and touches(f, node)))
+
         for s in self.sightings:
             d = s.deleted
-            if any(is_failure(f) and (
-                    (f.overlaps(d.time - DETECTED_S, d.time + self.grace)
-                     and may_take_away(f, d.node, nodes, handling, faults))
-                    or (f.overlaps(d.declared, d.time)
-                        and may_take_away(f, d.declarer, nodes, handling, faults)))
-                   for f in faults):
+            if any(disturbed(f, d.node, d.time - DETECTED_S, d.time + self.grace)
+                   or disturbed(f, d.declarer, d.declared, d.time) for f in faults):
                 allowed += 1
                 continue
             grouped.setdefault((s.queue, s.phase), []).append(s)

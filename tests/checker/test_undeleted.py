@@ -117,3 +117,14 @@ def test_a_failure_of_the_declaring_node_after_the_delete_excuses_nothing() -> N
     b.delete(CHURNED, node="n2")
     b.at(b.now + GRACE_S + 1).fault("kill", ["n1"])
     assert _judged(b, ("n2", "n3")).valid is False
+
+
+def test_a_delete_answered_while_its_nodes_links_were_reset_may_be_undone() -> None:
+    """The tombstone may never have reached the peers (kept only in memory, it is gone
+    once a pause restarts the deleting node's app too)."""
+    b = builder()
+    b.at(1.0).declare(CHURNED, node="n2")
+    reset = b.fault("reset_peer", ["n1", "n2", "n3"])
+    b.delete(CHURNED, node="n2")
+    b.heal(reset)
+    assert _judged(b).valid is True
