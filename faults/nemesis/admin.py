@@ -147,6 +147,9 @@ class QueueAdminNemesis:
         else:
             candidates = [node]
         error = ""
+        # what a failed op acted on, as a done one says it: a run records the queue
+        acted = ({"target": target} if op.f == "forget-node"
+                 else {"vhost": vhost, "queue": name})
         for node in candidates:
             try:
                 if op.f == "forget-node":
@@ -157,7 +160,7 @@ class QueueAdminNemesis:
                 error = str(exc)
                 if exc.status is not None:
                     break  # the node answered no: asking another would not change that
-        return op.fail(error, {"node": node})
+        return op.fail(error, {"node": node, **acted})
 
     def _queue_action(self, op: Op, node: str, vhost: str, name: str) -> Op:
         management = self.endpoints[node]

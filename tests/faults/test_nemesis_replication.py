@@ -82,6 +82,22 @@ def test_a_sync_fault_ends_once_every_mirror_is_synchronised(
     assert [(f["kind"], f["end"] is not None) for f in faults] == [("sync", True)]
 
 
+def test_a_sync_the_broker_refuses_is_recorded_as_failed_with_its_queue(
+        cluster: LiveCluster, tmp_path: Path) -> None:
+    """A broken cluster may refuse a sync; the run records it, and its history stays
+    readable."""
+    path = tmp_path / "history.jsonl"
+    admin = QueueAdminNemesis({n: cluster.mgmt(n) for n in cluster.names}, random.Random(1))
+    with history(cluster, path) as writer:
+        done = recorded(cluster, admin, writer).invoke(
+            Op("sync-queue", {"queue": "no.such.queue", "node": "n1"}))
+        writer.append("harness", "drain", "ok")
+    assert done.type == "fail" and "404" in (done.error or "")
+    assert [(e["op"], e["type"], e.get("queue")) for e in fault_lines(path)] == [
+        ("fault-start", "invoke", "no.such.queue"), ("fault-start", "fail", "no.such.queue")]
+    assert check(read_history(path)).valid is True
+
+
 def confirm_seconds(node: NodeAccess, queue: str) -> float:
     """The median time of a few confirmed publishes through ``node`` (a lower bound is
     what the tests assert: load only makes it longer)."""
