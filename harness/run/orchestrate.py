@@ -414,18 +414,18 @@ class ScenarioRun:
         return None
 
     def _locate(self, which: str) -> str:
-        """``master``, ``mirror`` (the first configured one) or ``youngest`` (the mirror
-        that joined last, as the queue reports them in join order) of the first queue."""
+        """``master``, ``mirror`` (the eldest: the first the queue reports in join
+        order, next after the master on its GM ring, the one a failure promotes) or
+        ``youngest`` (the mirror that joined last) of the first queue; in configured
+        order when no node reports the queue's mirrors."""
         queue = self.scenario.workload.queues[0]
         master = self._master(queue)
         if which == "master":
             return master
-        mirrors = [n for n in self.members[queue] if n != master]
-        mirrors = mirrors or [n for n in self.scenario.node_names if n != master]
-        if which == "youngest":
-            joined = [n for n in self._reported_mirrors(queue) if n != master]
-            return (joined or mirrors)[-1]
-        return mirrors[0]
+        mirrors = ([n for n in self._reported_mirrors(queue) if n != master]
+                   or [n for n in self.members[queue] if n != master]
+                   or [n for n in self.scenario.node_names if n != master])
+        return mirrors[-1] if which == "youngest" else mirrors[0]
 
     def _drain_nodes(self, queue: str) -> list[str]:
         master = self._master(queue)

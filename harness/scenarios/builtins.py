@@ -63,8 +63,9 @@ def _drop_cut_and_kill(at: float) -> list[dict[str, object]]:
 # cut off and killed (confirms, commits and acks it had not replicated; deliveries to its
 # youngest mirror's consumers lost on the way), again while the
 # youngest mirror is empty (which mirror is promoted); a graceful stop while no mirror is
-# synchronised (when-synced); syncs, then a kill (what a sync copied); a mirror cut off
-# and killed (GM take-over), then the master; a partition long enough to pause the
+# synchronised (when-synced); syncs, then a kill (what a sync copied); the eldest mirror
+# cut off and killed (GM take-over: what it never passed on to the youngest), then the
+# master; a partition long enough to pause the
 # minority, and once it is back, the nodes' agreement. The run ends with a drain by
 # promotion and the nodes' agreement.
 _GAUNTLET_STEPS = [
