@@ -7,12 +7,14 @@ line's queues: a node still listing it never applied the delete; one listing it 
 took back a stale record, e.g. the one a node that was down at the delete recovered
 from its disk. Neither a declare nor a delete is atomic across nodes, so a sighting is
 only counted (``undeleted_allowed``) when a failure could take away the node that
-answered the delete around that moment, or a link fault touched it (a crash before the
-deletion reached its peers, the side of a partition whose changes the heal discards, a
-tombstone lost on a reset link and then with the app's restart after a pause), or
-either disturbed the node that declared the queue between the declare and the delete
-(the declare never reached the node that later answered the delete, which deleted
-nothing, and the declaring node brings the queue back from its disk).
+answered the delete around that moment, or a link fault other than a partition touched
+it (a crash before the deletion reached its peers, the side of a partition whose
+changes the heal discards, a tombstone lost on a reset link and then with the app's
+restart after a pause); or when either disturbed the node that declared the queue at
+the declare (it never reached the node that later answered the delete, which deleted
+nothing, and the declaring node brings the queue back from its disk). A declaring node
+that fails later, after its declare reached its peers, excuses nothing: that is the
+node a kept tombstone must stop from bringing the queue back.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from harness.checker.record import (
 )
 from harness.checker.result import Anomaly, Fault, Result
 from harness.checker.run import Run
-from harness.history.model import Event
+from harness.history.model import PARTITION_FAULT, Event
 
 KIND = "undeleted"
 GRACE_S = 2.0  # a deletion reaches every running node well within this
@@ -104,12 +106,13 @@ class _Undeleted:
         def disturbed(f: Fault, node: str | None, begin: float, until: float) -> bool:
             return f.overlaps(begin, until) and (
                 (is_failure(f) and may_take_away(f, node, nodes, handling, faults))
-                or (is_link_fault(f) and touches(f, node)))
+                or (is_link_fault(f) and f.kind != PARTITION_FAULT and touches(f, node)))
 
         for s in self.sightings:
             d = s.deleted
             if any(disturbed(f, d.node, d.time - DETECTED_S, d.time + self.grace)
-                   or disturbed(f, d.declarer, d.declared, d.time) for f in faults):
+                   or disturbed(f, d.declarer, d.declared, d.declared + self.grace)
+                   for f in faults):
                 allowed += 1
                 continue
             grouped.setdefault((s.queue, s.phase), []).append(s)

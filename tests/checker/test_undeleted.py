@@ -111,12 +111,26 @@ def test_a_queue_declared_on_a_node_cut_off_before_the_delete_may_come_back() ->
     assert _judged(b).valid is True
 
 
-def test_a_failure_of_the_declaring_node_after_the_delete_excuses_nothing() -> None:
+def test_the_declaring_node_killed_after_its_declare_spread_excuses_nothing() -> None:
+    """n1 dies holding the queue, n2 deletes it, n1 comes back: the tombstone must win."""
     b = builder()
     b.at(1.0).declare(CHURNED, node="n1")
-    b.delete(CHURNED, node="n2")
-    b.at(b.now + GRACE_S + 1).fault("kill", ["n1"])
-    assert _judged(b, ("n2", "n3")).valid is False
+    b.at(b.now + GRACE_S + 1)
+    killed = b.fault("kill", ["n1"])
+    b.at(b.now + 0.5).delete(CHURNED, node="n2")
+    b.at(b.now + GRACE_S + 1).heal(killed)
+    assert _judged(b).valid is False
+
+
+def test_a_partition_of_another_node_excuses_nothing() -> None:
+    b = builder()
+    b.at(1.0).declare(CHURNED, node="n2")
+    b.at(b.now + GRACE_S + 1)
+    cut = b.fault("partition", ["n1"], grudge={"n1": ["n2", "n3"], "n2": ["n1"],
+                                               "n3": ["n1"]})
+    b.at(b.now + 0.3).delete(CHURNED, node="n2")
+    b.heal(cut)
+    assert _judged(b).valid is False
 
 
 def test_a_delete_answered_while_its_nodes_links_were_reset_may_be_undone() -> None:
