@@ -91,7 +91,8 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "fsynced is lost, on lazyfs); a plain kill leaves the page cache"),
     Breakage("pause-minority-ignored",
              "under pause_minority a node in a minority keeps running",
-             ("split-brain", "lost"), "a partition that isolates a minority"),
+             ("split-brain", "lost", "under-replicated"),
+             "a partition that isolates a minority"),
     Breakage("no-remirror",
              "a node that comes back is not made a mirror again (until a promotion or a "
              "policy change places the queue's mirrors anew)", ("under-replicated",),
