@@ -22,6 +22,8 @@ SETTLED_PHASE = "settled"  # its phases are settled-1, settled-2, ...
 # How long a settled snapshot waits for the nodes to agree: well past an autoheal
 # restart or a paused minority's resume, short enough not to swallow the next step.
 SETTLE_SECONDS = 8.0
+# How long a quiet moment's snapshot waits for the replicas' counts to agree.
+QUIET_SETTLE_SECONDS = 3.0
 
 Reports = dict[str, dict[str, dict[str, Any]] | str]  # node -> queues, or why not asked
 
@@ -70,9 +72,34 @@ def write_cluster_state(recorder: Recorder, phase: str, reports: Reports) -> Non
                             queues=report)
 
 
-def record_cluster_state(recorder: Recorder, phase: str,
-                         endpoints: Mapping[str, Management]) -> None:
-    write_cluster_state(recorder, phase, ask_cluster_state(endpoints))
+def record_cluster_state(recorder: Recorder, phase: str, endpoints: Mapping[str, Management],
+                         *, settle_s: float = QUIET_SETTLE_SECONDS, poll: float = 0.1) -> None:
+    """A quiet moment's snapshot, once every synchronised mirror holds what its master
+    holds (`replicas_agree`) or ``settle_s`` has passed: the last acks of a drain reach
+    the mirrors a moment after the master, and a snapshot taken in between would show a
+    difference no broker bug made. A mirror that really diverged still differs then."""
+    deadline = time.monotonic() + settle_s
+    reports = ask_cluster_state(endpoints)
+    while not replicas_agree(reports) and time.monotonic() < deadline:
+        time.sleep(poll)
+        reports = ask_cluster_state(endpoints)
+    write_cluster_state(recorder, phase, reports)
+
+
+def replicas_agree(reports: Reports) -> bool:
+    """Every mirror a queue's master lists as synchronised reports as many messages in
+    its own copy as the master's copy holds."""
+    views = {n: v for n, v in reports.items() if not isinstance(v, str)}
+    for node, queues in views.items():
+        for name, state in queues.items():
+            if state.get("master") != node:
+                continue
+            held = (state.get("local") or {}).get("messages")
+            for mirror in state.get("synchronised") or ():
+                local = ((views.get(mirror) or {}).get(name) or {}).get("local") or {}
+                if mirror != node and "messages" in local and local["messages"] != held:
+                    return False
+    return True
 
 
 def settled(reports: Reports) -> bool:

@@ -16,6 +16,7 @@ from harness.run.cluster_state import (
     SettledState,
     queue_states,
     record_cluster_state,
+    replicas_agree,
     settled,
 )
 from harness.scenarios.nemesis import SETTLED_STATE
@@ -57,6 +58,20 @@ def test_a_node_that_answers_and_one_that_does_not(node: NodeProcess, tmp_path: 
     assert (fail["type"], fail["node"], fail["phase"]) == ("fail", "n2", "end")
     assert "no answer" in fail["error"]
     assert len(list(read_history(path))) == 2  # lines the history's reader accepts
+
+
+def test_replicas_agree_once_every_synchronised_mirror_holds_the_masters_count() -> None:
+    def view(role: str, held: int, synchronised: tuple[str, ...] = ("n1", "n2")) -> dict:
+        return {"master": "n1", "mirrors": ["n2", "n3"], "synchronised": list(synchronised),
+                "messages": 0, "local": {"role": role, "messages": held}}
+
+    # the master lists itself among the synchronised (as after a promotion): no matter
+    assert replicas_agree({"n1": {"q": view("master", 0)}, "n2": {"q": view("mirror", 0)},
+                           "n3": {"q": view("mirror", 5)}})  # n3 is not synchronised
+    assert not replicas_agree({"n1": {"q": view("master", 0)},
+                               "n2": {"q": view("mirror", 1)}})
+    # a mirror that could not be asked, or whose count is unknown, holds nothing back
+    assert replicas_agree({"n1": {"q": view("master", 0)}, "n2": "no answer"})
 
 
 def test_reports_have_settled_when_all_answer_and_name_the_same_masters_and_mirrors() -> None:
