@@ -193,16 +193,26 @@ def _counts(phase: str, queue: str, views: Mapping[str, Report],
     if own is None or not isinstance(master, str):
         return []  # the master did not answer: nothing to compare with
     expected = (own.get("local") or {}).get("messages")
-    differing = {}
-    for mirror in own.get("synchronised") or ():
-        local = (nodes.get(mirror, {}).get(queue) or {}).get("local") or {}
-        if "messages" in local and local["messages"] != expected:
-            differing[mirror] = local["messages"]
+    differing = behind_master(queue, own, nodes)
     if not differing:
         return []
     return [Anomaly("disagreement", [master, *sorted(differing)],
                     f"at {phase}, master {master} holds {expected} messages but its "
                     f"synchronised mirrors hold " + _listing(differing), queue=queue)]
+
+
+def behind_master(queue: str, own: Report,
+                  nodes: Mapping[str, Mapping[str, Report]]) -> dict[str, Any]:
+    """The mirrors that the master's report ``own`` lists as synchronised whose own copy
+    of ``queue`` holds another count than the master's (mirror -> its count); a mirror
+    that did not answer or gave no count is not among them."""
+    expected = (own.get("local") or {}).get("messages")
+    differing = {}
+    for mirror in own.get("synchronised") or ():
+        local = (nodes.get(mirror, {}).get(queue) or {}).get("local") or {}
+        if "messages" in local and local["messages"] != expected:
+            differing[mirror] = local["messages"]
+    return differing
 
 
 def _unreplicated(phase: str, nodes: Mapping[str, Mapping[str, Report]],

@@ -14,6 +14,7 @@ from typing import Any
 
 from faults.management import Management, ManagementError
 from faults.nemesis import HEAL, Op
+from harness.checker.agreement import behind_master
 from harness.scenarios.nemesis import SETTLED_STATE
 from harness.workload import Recorder
 
@@ -90,16 +91,9 @@ def replicas_agree(reports: Reports) -> bool:
     """Every mirror a queue's master lists as synchronised reports as many messages in
     its own copy as the master's copy holds."""
     views = {n: v for n, v in reports.items() if not isinstance(v, str)}
-    for node, queues in views.items():
-        for name, state in queues.items():
-            if state.get("master") != node:
-                continue
-            held = (state.get("local") or {}).get("messages")
-            for mirror in state.get("synchronised") or ():
-                local = ((views.get(mirror) or {}).get(name) or {}).get("local") or {}
-                if mirror != node and "messages" in local and local["messages"] != held:
-                    return False
-    return True
+    return not any(behind_master(name, state, views)
+                   for node, queues in views.items() for name, state in queues.items()
+                   if state.get("master") == node)
 
 
 def settled(reports: Reports) -> bool:
