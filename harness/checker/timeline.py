@@ -14,6 +14,7 @@ from harness.history.errors import InconsistentHistory
 from harness.history.model import CRASH_FAULTS, PARTITION_FAULT, SHUTDOWN_FAULTS, Event
 
 _DETAIL_KEYS = ("grudge", "definition", "pattern", "queue")
+SYNCHRONISED = "synchronised"  # a completed sync-end's outcome
 # faults after which the broker requeues unacked messages (consumers lose their channel
 # or the queue fails over), so later deliveries may legitimately be out of order
 _REQUEUE_FAULTS = CRASH_FAULTS | SHUTDOWN_FAULTS | {PARTITION_FAULT}
@@ -187,7 +188,9 @@ class Timeline:
 
     def node_report(self, ev: Event) -> None:
         self.node_reports[ev.op] += 1
-        if ev.op == "sync-end" and not ev.get("cancelled", False) and ev.queue is not None:
+        # a cancelled sync says outcome "cancelled" (docs/history-format.md)
+        if ev.op == "sync-end" and ev.get("outcome", SYNCHRONISED) == SYNCHRONISED \
+                and ev.queue is not None:
             self.syncs.append((ev.time, ev.queue))
 
     # -- reading (after the pass) ------------------------------------------------------

@@ -91,7 +91,7 @@ def test_a_sync_that_did_not_complete_does_not_count() -> None:
     b.publish("p1-1")
     _mirrors_rejoin_empty(b)
     b.heal(b.fault("sync", queue="q"), type="fail")
-    b.node_event("sync-end", "n1", queue="q", cancelled=True)
+    b.node_event("sync-end", "n1", queue="q", outcome="cancelled")
     b.heal(b.fault("kill", ["n1"]))
     b.drain()
     assert excused(run(b), "unsynchronised-promotion") == ["p1-1"]

@@ -72,3 +72,23 @@ def test_a_run_directory_merges_node_events_by_time(tmp_path: Path) -> None:
     assert results["valid"] is False
     assert results["violations"][0]["messages"] == ["p1-1"]
     assert results["node_reports"] == {"sync-end": 1, "restart": 2}
+
+
+def test_a_sync_the_broker_reports_cancelled_does_not_make_the_mirrors_hold(
+        tmp_path: Path) -> None:
+    """The broker's own line for a cancelled sync (cluster/ha/coordinator.py emits
+    ``outcome="cancelled"``): the loss after it stays the excused unsynchronised
+    promotion."""
+    b = builder()
+    b.publish("p1-1")
+    b.heal(b.fault("kill", ["n2", "n3"]))
+    b.at(1.0)
+    b.heal(b.fault("kill", ["n1"]))
+    b.drain()
+    b.write(tmp_path / "history.jsonl")
+    _node_file(tmp_path / "nodes" / "n1.events.jsonl",
+               {"ts": 0.0, "mono": 0.5, "node": "n1", "event": "sync_end", "queue": "q",
+                "outcome": "cancelled"})
+    results = check_path(tmp_path)
+    assert results["valid"] is True
+    assert [c["caveat"] for c in results["caveats"]] == ["unsynchronised-promotion"]
