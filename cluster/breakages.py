@@ -105,6 +105,11 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "under autoheal the losing side is not restarted after the heal",
              ("split-brain",), "a partition, then its heal, and the nodes asked once "
              "they should agree again (before any later restart mends it)"),
+    Breakage("boot-no-wait",
+             "a node starting after the whole cluster stopped does not wait for the peers "
+             "that outlived it (the last to stop is the master): it serves what its own "
+             "disk holds at once", ("lost", "resurrected"),
+             "every node stopped one at a time, then started in the order they stopped"),
 )}
 
 
@@ -135,6 +140,7 @@ class Breaks:
     no_remirror: bool = False
     forget_deletions: bool = False
     autoheal_no_restart: bool = False
+    boot_no_wait: bool = False
 
     @classmethod
     def of(cls, names: list[str] | tuple[str, ...]) -> Breaks:

@@ -4,13 +4,17 @@ rejoins with its data), rolling restart.
 
 ``nodes`` in an op's value picks the targets (see `targets.select`); resume and start
 default to the nodes this nemesis paused or took down, which is also what ``heal``
-brings back. With a `ClusterView`, restarts wait until the other running nodes see
-the node again, so a rolling restart never has two nodes away at once.
+brings back: together, or with ``stagger`` in its value one at a time in the order they
+went down, that many seconds apart (a full-cluster restart in the wrong order: the node
+that stopped first must wait at start-up for the one that stopped last). With a
+`ClusterView`, restarts wait until the other running nodes see the node again, so a
+rolling restart never has two nodes away at once.
 """
 
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -22,7 +26,7 @@ from faults.process import (
 )
 
 from . import targets
-from .core import HEAL, Op, option, require
+from .core import HEAL, InvalidOp, Op, option, require
 from .view import ClusterView, wait_seen
 
 Action = Callable[[str], None]
@@ -40,7 +44,7 @@ class ProcessNemesis:
         self.view = view
         self.stop_timeout = stop_timeout
         self.rejoin_timeout = rejoin_timeout
-        self.down: set[str] = set()  # killed or stopped by us
+        self.down: dict[str, None] = {}  # killed or stopped by us, in that order
         self.paused: set[str] = set()
 
     def setup(self) -> None:
@@ -80,7 +84,7 @@ class ProcessNemesis:
 
     def _kill(self, node: str) -> None:
         self.control.kill(node)
-        self.down.add(node)
+        self.down[node] = None
         self.paused.discard(node)
 
     def _power_loss(self, node: str) -> None:
@@ -89,12 +93,12 @@ class ProcessNemesis:
         finally:
             # Killed even if losing the writes then failed: heal must start it again.
             if self.control.state(node) is ProcessState.STOPPED:
-                self.down.add(node)
+                self.down[node] = None
                 self.paused.discard(node)
 
     def _stop(self, node: str) -> None:
         self.control.stop(node, self.stop_timeout)
-        self.down.add(node)
+        self.down[node] = None
         self.paused.discard(node)
 
     def _pause(self, node: str) -> None:
@@ -107,7 +111,7 @@ class ProcessNemesis:
 
     def _start(self, node: str) -> None:
         self.control.start(node)
-        self.down.discard(node)
+        self.down.pop(node, None)
 
     def _restart(self, node: str) -> None:
         self._stop(node)
@@ -147,11 +151,15 @@ class ProcessNemesis:
         """Bring every node we paused or took down back to running, by what its state
         is now (a node someone else already brought back needs nothing). Stopped nodes
         start together, as a cluster boots: a node waits at start-up for the peers it
-        last ran with, so after a kill or power loss of all, one at a time never ends."""
+        last ran with, so after a kill or power loss of all, one at a time never ends;
+        with ``stagger``, each starts that long after the one that went down before it."""
+        stagger = option(op, "stagger", 0.0)
+        if not isinstance(stagger, int | float) or isinstance(stagger, bool) or stagger < 0:
+            raise InvalidOp(f"heal: stagger must be a number of seconds >= 0, got {stagger!r}")
         resumed: list[str] = []
         to_start: list[str] = []
         failed: dict[str, str] = {}
-        for node in sorted(self.paused | self.down):
+        for node in [*sorted(self.paused - set(self.down)), *self.down]:
             try:
                 state = self.control.state(node)
                 if state is ProcessState.PAUSED:
@@ -164,9 +172,9 @@ class ProcessNemesis:
                 failed[node] = str(exc)
                 continue
             self.paused.discard(node)
-            self.down.discard(node)
+            self.down.pop(node, None)
         started: list[str] = []
-        for node, error in self._start_together(to_start).items():
+        for node, error in self._start_together(to_start, float(stagger)).items():
             if error is None:
                 started.append(node)
             else:
@@ -176,9 +184,11 @@ class ProcessNemesis:
             return op.fail(f"nodes not brought back: {failed}", value)
         return op.ok(value)
 
-    def _start_together(self, nodes: list[str]) -> dict[str, str | None]:
-        """Start each node on a thread of its own; per node, the error or None."""
+    def _start_together(self, nodes: list[str], stagger: float = 0.0) -> dict[str, str | None]:
+        """Start each node on a thread of its own, the i-th ``i * stagger`` seconds
+        after the first; per node, the error or None."""
         def start(node: str) -> str | None:
+            time.sleep(nodes.index(node) * stagger)
             try:
                 self._start(node)
             except (ProcessControlError, ProcessStateError) as exc:

@@ -59,6 +59,15 @@ def _drop_cut_and_kill(at: float) -> list[dict[str, object]]:
             *_cut_and_kill(at + _DROP)]
 
 
+def _full_restart(at: float) -> list[dict[str, object]]:
+    """Every node stopped gracefully one at a time, the master last (it then holds what
+    the others missed; under pause_minority it would pause instead), and all started
+    again in the order they stopped, 2 s apart: the first to start must wait for the
+    last to stop (seed 001's restart rule)."""
+    return [_step(at, "stop", {"nodes": "mirror"}), _step(at + 0.7, "stop", {"nodes": "mirror"}),
+            _step(at + 1.4, "stop", _MASTER), _step(at + 2.5, "heal", {"stagger": 2.0})]
+
+
 # Each step opens the window a broken guarantee needs (docs/planted-bugs.md): the master
 # cut off and killed (confirms, commits and acks it had not replicated; deliveries to its
 # youngest mirror's consumers lost on the way), again while the
@@ -196,7 +205,8 @@ DETECTION: tuple[Scenario, ...] = (
     Scenario("gauntlet-autoheal", "autoheal partition handling: the master cut off past "
              "failure detection and healed (the smaller side must restart, and the nodes "
              "agree again), a cut and kill "
-             "of the master, a power loss of every node (unsynced writes lost); then a drain "
+             "of the master, a power loss of every node (unsynced writes lost), every node "
+             "stopped, the master last, and started in the order they stopped; then a drain "
              "by promotion",
              partition_handling="autoheal",
              policy={"ha-mode": "all", "ha-sync-mode": "automatic"}, workload=_GAUNTLET,
@@ -204,8 +214,9 @@ DETECTION: tuple[Scenario, ...] = (
                  _step(0.0, "partition", _ISOLATE_MASTER), _step(6.0, "heal"),
                  _step(6.5, SETTLED_STATE),
                  *_cut_and_kill(12.0), _step(15.0, "heal"),
-                 _step(19.0, "power-loss", {"nodes": "all"}), _step(21.0, "heal")]}),
-             phases=Phases(warmup=3.0, faults=25.0, recovery=6.0, promotion_drain=True)),
+                 _step(19.0, "power-loss", {"nodes": "all"}), _step(21.0, "heal"),
+                 *_full_restart(24.0)]}),
+             phases=Phases(warmup=3.0, faults=28.0, recovery=6.0, promotion_drain=True)),
     Scenario("gauntlet-promote", "ha-promote-on-failure when-synced: masters cut off and "
              "killed until no mirror is synchronised, then the master killed again (the queue "
              "must wait for it rather than promote an empty mirror); the policy cut to two "

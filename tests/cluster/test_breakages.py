@@ -5,6 +5,7 @@ broken and asserts the difference."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from cluster.ha.coordinator import Coordinator
 from cluster.ha.queue import ClusterQueue
 from cluster.mgmt.shapes import queue_json
 from cluster.node import Node, parse_args
+from cluster.peer.boot import BootError
 from cluster.peer.detector import PeerUp
 from cluster.store import MessageStore
 from tests.amqp.memory_client import MemoryClient, publish_frames
@@ -421,9 +423,10 @@ def test_break_no_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
         store.close()
 
 
-def three_node(tmp_path: Path, name: str, handling: str, *breaks: str) -> Node:
+def three_node(tmp_path: Path, name: str, handling: str, *breaks: str,
+               options: tuple[str, ...] = ()) -> Node:
     args = ["--name", name, "--amqp-port", "0", "--data-dir", str(tmp_path / name),
-            "--cluster-port", "0", "--partition-handling", handling]
+            "--cluster-port", "0", "--partition-handling", handling, *options]
     for peer in {"n1", "n2", "n3"} - {name}:
         args += ["--peer", f"{peer}=127.0.0.1:1"]
     for breakage in breaks:
@@ -443,6 +446,20 @@ def test_break_pause_minority_ignored(tmp_path: Path) -> None:
         node._app_change = changes.append  # type: ignore[method-assign,assignment]
         node._pause_in_minority()
         assert (changes == [node.stop_app]) is pauses
+
+
+def test_break_boot_no_wait(tmp_path: Path) -> None:
+    """n1 stopped while n2 and n3 ran on (its file says so), and neither comes back: it
+    must not start on its own records, which they have since moved on."""
+    for breaks, starts in (((), False), (("boot-no-wait",), True)):
+        node = three_node(tmp_path / str(starts), "n1", "autoheal", *breaks,
+                          options=("--tick", "0.05", "--peer-wait", "0.2"))
+        node.last_running.save(frozenset({"n2", "n3"}))
+        if starts:
+            asyncio.run(node._await_boot())
+        else:
+            with pytest.raises(BootError, match="n2"):
+                asyncio.run(node._await_boot())
 
 
 def test_break_autoheal_no_restart(tmp_path: Path) -> None:

@@ -3,15 +3,17 @@ doing as the kernel reports it (psutil), and the other nodes notice."""
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
-from faults.nemesis import Op, ProcessNemesis
+from faults.nemesis import InvalidOp, Op, ProcessNemesis
 from faults.process import ProcessState
 from tests.faults.cluster_support import LiveCluster, running_cluster, wait_until
 
@@ -116,3 +118,32 @@ def test_heal_brings_back_every_node_it_took_down_or_paused(cluster: LiveCluster
     assert all(cluster.control.state(n) is ProcessState.RUNNING for n in cluster.names)
     cluster.wait_formed()
     nemesis.teardown()  # nothing left to bring back
+
+
+def _since_stop(cluster: LiveCluster, node: str) -> list[dict[str, Any]]:
+    """The node's events since it last stopped: its current run's."""
+    stopped = cluster.events(node, "node_stopped")[-1]["mono"]
+    path = cluster.nodes[node].data_dir / "events.jsonl"
+    return [e for e in map(json.loads, path.read_text().splitlines()) if e["mono"] > stopped]
+
+
+def test_a_staggered_heal_starts_nodes_in_the_order_they_stopped(cluster: LiveCluster) -> None:
+    """The wrong order for a full-cluster restart: the node that stopped first starts
+    first and must wait for the last one, which outlived it."""
+    nemesis = nemesis_for(cluster)
+    for node in ("n1", "n2", "n3"):
+        assert nemesis.invoke(Op("stop", {"nodes": [node]})).type == "ok"
+    healed = nemesis.invoke(Op("heal", {"stagger": 1.0}))
+    assert healed.type == "ok" and sorted(healed.value["started"]) == ["n1", "n2", "n3"]
+    cluster.wait_formed()
+    waited = cluster.events("n1", "boot_waiting")
+    assert waited and "n3" in waited[0]["saw_us_stop"]
+    # n1 ran before n3's process started (it heard n2 come), but served only after n3
+    assert _since_stop(cluster, "n1")[0]["mono"] < _since_stop(cluster, "n3")[0]["mono"]
+    started = {n: cluster.events(n, "node_started")[-1]["mono"] for n in ("n1", "n3")}
+    assert started["n1"] > started["n3"]
+
+
+def test_a_heal_refuses_a_stagger_that_is_not_a_number_of_seconds(cluster: LiveCluster) -> None:
+    with pytest.raises(InvalidOp, match="stagger"):
+        nemesis_for(cluster).invoke(Op("heal", {"stagger": "soon"}))
