@@ -58,6 +58,10 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "a sync marks mirrors synchronised without copying the messages",
              ("lost", "disagreement"), "sync_queue (or ha-sync-mode automatic) after a "
              "restart, then the master killed"),
+    Breakage("cancelled-sync-counts",
+             "cancel_sync_queue marks the mirrors synchronised, as if the sync had finished",
+             ("disagreement", "lost"), "a sync cancelled while it copies, then the cluster "
+             "asked (or the master killed)"),
     Breakage("shutdown-promotes-unsynced",
              "ha-promote-on-shutdown when-synced (the default) is ignored",
              ("lost",), "a mirror restarted, then the master stopped gracefully"),
@@ -127,6 +131,7 @@ class Breaks:
     cancel_all_on_failover: bool = False
     instant_sync: bool = False
     sync_noop: bool = False
+    cancelled_sync_counts: bool = False
     shutdown_promotes_unsynced: bool = False
     failure_promotes_unsynced: bool = False
     rejoin_keeps_contents: bool = False

@@ -515,11 +515,14 @@ class Coordinator:
             self.send(queue.master_node, Envelope("q.sync", {
                 "q": [queue.vhost, queue.name], "op": "cancel"}))
             return None
-        if self.syncs.pop(queue, None) is None:
+        job = self.syncs.pop(queue, None)
+        if job is None:
             return "is not synchronising"
         assert queue.copy is not None
         queue.copy.paused = False
         queue.copy.dispatch()
+        if self.breaks.cancelled_sync_counts:
+            self._mark_synced(queue, job.targets)
         self.broker.events.emit("sync_end", vhost=queue.vhost, queue=queue.name,
                                 outcome="cancelled")
         return None
@@ -553,14 +556,16 @@ class Coordinator:
                 queue.copy.dispatch()
             if not queue.is_master or not job.targets:
                 continue
-            for member in job.targets:
-                queue.join_seq.pop(member, None)
-            record = queue.record
-            queue.record = replace(record, synced=(*record.synced, *job.targets))
-            self.write_record(queue.record)
+            self._mark_synced(queue, job.targets)
             self.broker.events.emit("sync_end", vhost=queue.vhost, queue=queue.name,
                                     outcome="synchronised", mirrors=job.targets)
             self._place_mirrors(queue)
+
+    def _mark_synced(self, queue: ClusterQueue, targets: list[Member]) -> None:
+        for member in targets:
+            queue.join_seq.pop(member, None)
+        queue.record = replace(queue.record, synced=(*queue.record.synced, *targets))
+        self.write_record(queue.record)
 
     # -- membership ---------------------------------------------------------------------
 

@@ -5,10 +5,11 @@
 policy as it was, and ``heal`` puts it back (or deletes it, if it did not exist), then
 reads it back to confirm.
 
-`QueueAdminNemesis`: ``sync-queue`` (done when every mirror is listed synchronised)
-and ``cancel-sync`` of a mirrored queue, and ``forget-node`` (``forget_cluster_node`` of
-a stopped node). None of them leaves anything to undo: a forgotten node that starts
-again rejoins with empty mirrors.
+`QueueAdminNemesis`: ``sync-queue`` (done when every mirror is listed synchronised;
+with ``cancel_after`` in its value, cancelled that many seconds in, and done saying
+whether it was still going) and ``cancel-sync`` of a mirrored queue, and
+``forget-node`` (``forget_cluster_node`` of a stopped node). None of them leaves
+anything to undo: a forgotten node that starts again rejoins with empty mirrors.
 
 ``node`` in an op's value names the node to ask; without it one is drawn.
 """
@@ -169,23 +170,49 @@ class QueueAdminNemesis:
             management.queue_action(vhost, name, "cancel_sync")
             return op.ok(value)
         management.queue_action(vhost, name, "sync")
+        cancel_after = option(op, "cancel_after")
+        if cancel_after is not None:
+            return self._cancelled(op, management, value, cancel_after)
         deadline = time.monotonic() + self.sync_timeout
         while True:
-            try:
-                info = management.call("GET", f"/api/queues/{quote(vhost, safe='')}/"
-                                              f"{quote(name, safe='')}")
-            except ManagementError:
-                info = None  # no answer this time: ask again until the deadline
-            if not isinstance(info, dict):
-                info = {}
-            mirrors = info.get("slave_nodes") or []
-            synced = info.get("synchronised_slave_nodes") or []
-            if "node" in info and set(mirrors) <= set(synced):
-                return op.ok({**value, "synchronised": list(synced)})
+            mirrors, synced = _sync_state(management, vhost, name)
+            if mirrors is not None and set(mirrors) <= set(synced):
+                return op.ok({**value, "synchronised": synced})
             if time.monotonic() >= deadline:
-                return op.info(f"sync started, but {sorted(set(mirrors) - set(synced))} not "
+                return op.info(f"sync started, but {sorted(set(mirrors or ()) - set(synced))} not "
                                f"listed synchronised within {self.sync_timeout:g}s", value)
             time.sleep(self.poll)
 
+    def _cancelled(self, op: Op, management: Management, value: dict[str, Any],
+                   after: Any) -> Op:
+        """``cancel_sync_queue`` ``after`` seconds into the sync just asked for; done,
+        with ``cancelled`` False when every mirror was listed synchronised by then."""
+        if isinstance(after, bool) or not isinstance(after, int | float) or after < 0:
+            raise InvalidOp(f"sync-queue: cancel_after must be seconds >= 0, got {after!r}")
+        time.sleep(after)
+        vhost, name = value["vhost"], value["queue"]
+        try:
+            management.queue_action(vhost, name, "cancel_sync")
+        except ManagementError as exc:
+            if exc.status is None:
+                raise
+        mirrors, synced = _sync_state(management, vhost, name)
+        finished = mirrors is not None and set(mirrors) <= set(synced)
+        return op.ok({**value, "cancelled": not finished, "synchronised": synced})
+
     def teardown(self) -> None:
         return None
+
+
+def _sync_state(management: Management, vhost: str,
+                name: str) -> tuple[list[str] | None, list[str]]:
+    """The queue's mirrors (None when the node gave no master) and its synchronised
+    mirrors, as the node says now."""
+    try:
+        info = management.call("GET", f"/api/queues/{quote(vhost, safe='')}/"
+                                      f"{quote(name, safe='')}")
+    except ManagementError:
+        info = None
+    if not isinstance(info, dict) or "node" not in info:
+        return None, []
+    return list(info.get("slave_nodes") or []), list(info.get("synchronised_slave_nodes") or [])

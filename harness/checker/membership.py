@@ -70,7 +70,7 @@ def changes_from(faults: Iterable[Fault], syncs: Iterable[tuple[float, str]],
             down = paused_minority(f, nodes)
         elif f.kind == "forget":
             changes.append(Change(f.start, FORGET, f.targets, fault=f))
-        elif f.kind == "sync" and back:
+        elif f.kind == "sync" and back and not f.detail.get("cancelled"):
             assert f.end is not None
             changes.append(Change(f.end, SYNC, queue=f.detail.get("queue"), fault=f))
         elif f.kind == "policy":

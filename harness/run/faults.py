@@ -142,7 +142,7 @@ class RecordedNemesis:
         if op.f == "degrade":
             return {k: value[k] for k in ("links", "stream", "attributes") if k in value}
         if op.f == "sync-queue":
-            return {"queue": value.get("queue")}
+            return {k: value[k] for k in ("queue", "cancelled") if k in value}
         return {}
 
     # -- ends ------------------------------------------------------------------------

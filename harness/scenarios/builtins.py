@@ -74,9 +74,9 @@ def _full_restart(at: float) -> list[dict[str, object]]:
 # youngest mirror is empty (which mirror is promoted); a graceful stop while no mirror is
 # synchronised (when-synced); syncs, then a kill (what a sync copied); the eldest mirror
 # cut off and killed (GM take-over: what it never passed on to the youngest), then the
-# master; a partition long enough to pause the
-# minority, and once it is back, the nodes' agreement. The run ends with a drain by
-# promotion and the nodes' agreement.
+# master; a sync cancelled while it copies (batches of 16 make it last), then syncs; a
+# partition long enough to pause the minority, and once it is back, the nodes'
+# agreement. The run ends with a drain by promotion and the nodes' agreement.
 _GAUNTLET_STEPS = [
     *_drop_cut_and_kill(0.0), _step(3.0, "heal"),
     *_cut_and_kill(8.0), _step(11.0, "heal"),
@@ -84,6 +84,7 @@ _GAUNTLET_STEPS = [
     _step(22.0, "sync-queue", {"queue": "q2"}), _step(22.5, "sync-queue", {"queue": "q1"}),
     *_cut_and_kill(25.0, "mirror"), _step(28.0, "heal"),
     *_drop_cut_and_kill(33.0), _step(36.0, "heal"),
+    _step(38.0, "sync-queue", {"queue": "q2", "node": "master", "cancel_after": 0.0}),
     _step(39.0, "sync-queue", {"queue": "q2"}), _step(39.5, "sync-queue", {"queue": "q1"}),
     _step(41.0, "partition", _ISOLATE_MASTER), _step(47.0, "heal"),
     _step(47.5, SETTLED_STATE),
@@ -197,9 +198,10 @@ BUILTINS: tuple[Scenario, ...] = (
 DETECTION: tuple[Scenario, ...] = (
     Scenario("gauntlet", "every window a broken mirrored queue needs, in one run: short "
              "cuts then kills of the master, a kill with an empty youngest mirror, a stop with "
-             "no synchronised mirror, syncs, a mirror cut and killed, a paused minority; then "
-             "a drain by promotion",
-             policy={"ha-mode": "all", "ha-sync-mode": "manual"}, workload=_GAUNTLET,
+             "no synchronised mirror, syncs, a mirror cut and killed, a cancelled sync, a "
+             "paused minority; then a drain by promotion",
+             policy={"ha-mode": "all", "ha-sync-mode": "manual", "ha-sync-batch-size": 16},
+             workload=_GAUNTLET,
              nemesis=NemesisSpec("sequence", options={"steps": _GAUNTLET_STEPS}),
              phases=Phases(warmup=3.0, faults=50.0, recovery=6.0, promotion_drain=True)),
     Scenario("gauntlet-autoheal", "autoheal partition handling: the master cut off past "

@@ -97,6 +97,24 @@ def test_a_sync_that_did_not_complete_does_not_count() -> None:
     assert excused(run(b), "unsynchronised-promotion") == ["p1-1"]
 
 
+def test_a_sync_the_harness_cancelled_does_not_count() -> None:
+    """A ``sync-queue`` with ``cancel_after`` that found the sync still going."""
+    b = builder()
+    b.publish("p1-1")
+    _mirrors_rejoin_empty(b)
+    b.heal(b.fault("sync", queue="q", cancelled=True))
+    b.heal(b.fault("kill", ["n1"]))
+    b.drain()
+    assert excused(run(b), "unsynchronised-promotion") == ["p1-1"]
+    b = builder()
+    b.publish("p1-1")
+    _mirrors_rejoin_empty(b)
+    b.heal(b.fault("sync", queue="q", cancelled=False))  # it had finished by the cancel
+    b.heal(b.fault("kill", ["n1"]))
+    b.drain()
+    assert violated(run(b), "lost") == ["p1-1"]
+
+
 def test_a_synchronised_mirror_surviving_makes_the_loss_a_violation() -> None:
     b = builder()
     b.publish("p1-1")

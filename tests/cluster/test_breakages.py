@@ -290,6 +290,20 @@ def test_break_sync_noop() -> None:
         assert (held(sim, "n2"), held(sim, "n3")) == (copied, copied)
 
 
+def test_break_cancelled_sync_counts() -> None:
+    """A sync cancelled before its first batch: the mirrors hold nothing of the old
+    messages and must stay unsynchronised."""
+    for breaks, listed in (((), []), (("cancelled-sync-counts",), ["n2", "n3"])):
+        sim = unsynchronised_mirrors(*breaks)
+        coordinator = sim.coordinators["n1"]
+        coordinator.sync(replica(sim, "n1"))
+        assert coordinator.cancel_sync(replica(sim, "n1")) is None
+        sim.pump()
+        assert queue_json(sim.brokers["n1"], replica(sim, "n1"))[
+            "synchronised_slave_nodes"] == listed
+        assert (held(sim, "n2"), held(sim, "n3")) == (0, 0)
+
+
 def test_break_rejoin_keeps_contents() -> None:
     """n3 dies holding five messages that are then consumed; restarted, it recovers
     them from its store but must rejoin empty. Promoted later, it would hand them out

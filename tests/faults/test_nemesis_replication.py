@@ -82,6 +82,30 @@ def test_a_sync_fault_ends_once_every_mirror_is_synchronised(
     assert [(f["kind"], f["end"] is not None) for f in faults] == [("sync", True)]
 
 
+def test_a_sync_cancelled_while_it_copies_leaves_the_mirrors_unsynchronised(
+        cluster: LiveCluster, tmp_path: Path) -> None:
+    """``cancel_after``: the sync is cancelled while its batches of one still go, the
+    mirrors stay unsynchronised with part of the queue, and the run records the sync as
+    cancelled, which the checker does not count as one."""
+    nodes = access(cluster)
+    unsynchronised_mirrors(nodes, cluster.control, master="n1", queue="ha.sync",
+                           messages=2000, definition={"ha-sync-batch-size": 1})
+    path = tmp_path / "history.jsonl"
+    admin = QueueAdminNemesis({n: cluster.mgmt(n) for n in cluster.names}, random.Random(1))
+    with history(cluster, path) as writer:
+        done = recorded(cluster, admin, writer).invoke(
+            Op("sync-queue", {"queue": "ha.sync", "node": "n1", "cancel_after": 0.0}))
+        writer.append("harness", "drain", "ok")
+    assert done.type == "ok" and done.value["cancelled"] is True
+    assert synchronised_mirrors(nodes["n1"], "ha.sync") == []
+    outcomes = [e["outcome"] for e in cluster.events("n1", "sync_end") if e["queue"] == "ha.sync"]
+    assert outcomes == ["cancelled"]
+    assert [(e["op"], e["type"], e.get("cancelled")) for e in fault_lines(path)] == [
+        ("fault-start", "invoke", None), ("fault-start", "ok", True), ("fault-end", "ok", None)]
+    faults = check(read_history(path)).data["faults"]
+    assert [(f["kind"], f.get("cancelled")) for f in faults] == [("sync", True)]
+
+
 def test_a_sync_the_broker_refuses_is_recorded_as_failed_with_its_queue(
         cluster: LiveCluster, tmp_path: Path) -> None:
     """A broken cluster may refuse a sync; the run records it, and its history stays
