@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -20,18 +21,24 @@ def ledger_dir() -> Path:
     return Path(tempfile.gettempdir()) / "mirrorchaos-process-runs"
 
 
+def _entry(run_id: str) -> str:
+    """The run's entry name: the run id alone may repeat (the same scenario and seed
+    started in the same second by two campaigns side by side), its owner's pid not."""
+    return f"{run_id}.{os.getpid()}"
+
+
 def enter(run_id: str, record: dict[str, Any]) -> None:
     directory = ledger_dir()
     directory.mkdir(parents=True, exist_ok=True)
     entry = {**record, "owner": reaper.labels(run_id)}
-    tmp = directory / f"{run_id}.tmp"
+    tmp = directory / f"{_entry(run_id)}.tmp"
     tmp.write_text(json.dumps(entry), encoding="utf-8")
-    tmp.replace(directory / f"{run_id}.json")
+    tmp.replace(directory / f"{_entry(run_id)}.json")
 
 
 def leave(run_id: str) -> None:
     with contextlib.suppress(FileNotFoundError):
-        (ledger_dir() / f"{run_id}.json").unlink()
+        (ledger_dir() / f"{_entry(run_id)}.json").unlink()
 
 
 def reap(stop: Callable[[dict[str, Any]], None]) -> list[str]:
