@@ -25,10 +25,12 @@ from cluster.ha.queue import ClusterQueue, ConsumerProxy, consumer_key
 from cluster.ha.record import (
     Member,
     QueueRecord,
+    incarnation_of,
     master_fits,
     member_id,
     node_of,
     queue_key,
+    unused_member,
     wanted_mirror_nodes,
 )
 from cluster.ha.wire import OutgoingGM, Publish, PublishBatch, decode_gm, decode_publishes
@@ -91,6 +93,10 @@ class Coordinator:
     @property
     def me(self) -> Member:
         return member_id(self.node, self.incarnation)
+
+    def _mine(self, member: Member) -> bool:
+        """Whether ``member`` is this node's run (under any id it joined a group with)."""
+        return node_of(member) == self.node and incarnation_of(member) == self.incarnation
 
     def cluster_nodes(self) -> list[str]:
         """Nodes whose app runs, this one included, in configured order."""
@@ -178,6 +184,8 @@ class Coordinator:
             self._apply_queue(key, value)
         else:
             entities.apply(self.broker, key, value)
+        if key[0] == "policy":
+            self.policy_changed()  # set on another node: our masters place mirrors anew
 
     def peer_up(self, peer: str, incarnation: str) -> None:
         self.running[peer] = incarnation
@@ -287,7 +295,7 @@ class Coordinator:
         if host is None:
             return
         record = QueueRecord.from_json(key, value)
-        if node_of(record.master) == self.node and record.master != self.me:
+        if node_of(record.master) == self.node and not self._mine(record.master):
             self._reclaim(host, queue, record)
             return
         if queue is None:
@@ -296,7 +304,7 @@ class Coordinator:
                 local.drop_all()
             queue = ClusterQueue(self, record)
             host.add_queue(queue)
-        elif queue.me == self.me and queue.is_master and record.master != self.me:
+        elif queue.is_master and record.master != queue.me:
             # What we recovered lost to the cluster's record, which has already added
             # this run of the node as a mirror: start over empty, as a joiner waiting
             # for its catch-up (held meanwhile in _early_gm), not as the group of one
@@ -305,10 +313,11 @@ class Coordinator:
             queue.install(record)
         else:
             queue.install(record)
-        if queue.me is None and self.me in record.view:
-            queue.start_mirror(self.me)
+        mine = next((m for m in record.view.members if self._mine(m)), None)
+        if queue.me is None and mine is not None:
+            queue.start_mirror(mine)
             self.broker.events.emit("mirror_added", vhost=vhost_name, queue=name,
-                                    member=self.me)
+                                    member=mine)
             early = [k for k in self._early_gm if k[:2] == (vhost_name, name)]
             for held in early:  # only this declaration's; any older one's are stale
                 for fields, message in self._early_gm.pop(held):
@@ -378,8 +387,8 @@ class Coordinator:
         are added (empty, unsynchronised) and dropped as it says; the master hands over
         to a synchronised mirror when the policy no longer wants its node, never before
         one is synchronised."""
-        copy = queue.copy
-        assert copy is not None
+        copy, me = queue.copy, queue.me
+        assert copy is not None and me is not None
         if self.meta.is_provisional(queue.record.key):
             return  # placed once the cluster has said whether the queue is ours
         definition = self._definition(queue)
@@ -390,9 +399,7 @@ class Coordinator:
         added = []
         for node in wanted:
             if node not in current and node in self.running:
-                member = member_id(node, self.running[node])
-                if member in view or member in view.heirs:
-                    continue
+                member = unused_member(view, node, self.running[node])
                 view = view.joined(member)
                 if not self.breaks.instant_sync:
                     queue.join_seq[member] = copy.next_seq
@@ -405,7 +412,7 @@ class Coordinator:
             unwanted = [m for m in view.members[1:] if m != successor
                         and (node_of(m) not in wanted or view.members.index(m)
                              < view.members.index(successor))]
-            unwanted.append(self.me)
+            unwanted.append(me)
         if unwanted:
             view = view.without(*unwanted)
             for member in unwanted:
@@ -822,7 +829,7 @@ class Coordinator:
         if kind == "q.call":
             self._answer(peer, fields)
             return
-        if kind == "gm" and fields["to"] == self.me and (
+        if kind == "gm" and self._mine(fields["to"]) and (
                 queue is None or queue.me is None or queue.record.uid != fields["u"]
                 or self.meta.is_provisional(queue.record.key)):
             self._early_gm[(fields["q"][0], fields["q"][1], fields["u"])].append(
@@ -884,10 +891,10 @@ class Coordinator:
         queue.flush_gm()
 
     def ask_catch_up(self, queue: ClusterQueue, left: Member) -> None:
-        if left != self.me:
+        if left != queue.me:
             self.send(node_of(left), Envelope("gm.ask", {
                 "q": [queue.vhost, queue.name], "u": queue.record.uid, "to": left,
-                "fr": self.me}))
+                "fr": queue.me}))
 
     def _catch_up_asked(self, queue: ClusterQueue, fields: dict[str, Any]) -> None:
         member = queue.member

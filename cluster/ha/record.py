@@ -9,7 +9,10 @@ from typing import Any
 from cluster.gm import View
 from cluster.meta.replica import Key
 
-Member = str  # "<node>/<incarnation>": a node's replica of a queue during one app run
+# "<node>/<incarnation>": a node's replica of a queue during one app run; after a policy
+# dropped it and took it back in that run, "<node>/<incarnation>#<n>", as a GM member id
+# is never reused (a dead member stays its heir's alias).
+Member = str
 
 
 def member_id(node: str, incarnation: str) -> Member:
@@ -18,6 +21,20 @@ def member_id(node: str, incarnation: str) -> Member:
 
 def node_of(member: Member) -> str:
     return member.rpartition("/")[0]
+
+
+def incarnation_of(member: Member) -> str:
+    return member.rpartition("/")[2].partition("#")[0]
+
+
+def unused_member(view: View, node: str, incarnation: str) -> Member:
+    """The member id for the node's run to join ``view`` with: its plain id, or the next
+    one not yet used if the view holds that as a dead member's alias."""
+    member, n = member_id(node, incarnation), 1
+    while member in view or member in view.heirs:
+        n += 1
+        member = f"{member_id(node, incarnation)}#{n}"
+    return member
 
 
 def queue_key(vhost: str, name: str) -> Key:

@@ -218,3 +218,34 @@ def test_publishes_after_another_request_to_the_master_do_not_join_an_earlier_ba
     purged = [m for m in purger.methods() if isinstance(m, commands.Queue.PurgeOk)]
     assert [m.message_count for m in purged] == [5]
     assert [body for body, _ in drain(sim, "n3")] == [f"after{i}".encode() for i in range(5)]
+
+
+def test_a_policy_set_on_another_node_places_the_masters_mirrors() -> None:
+    """The policy reaches the master as replicated metadata: it must place mirrors as
+    if it had been asked itself, dropping one under exactly 2 and adding it back under
+    all (as a new GM member: the old one is a dead member's alias). The mirror taken
+    back replicates again: with the others dead it is promoted holding what was
+    confirmed."""
+    sim = mirrored_queue(21)
+    master = sim.coordinators["n1"]
+
+    def mirrors() -> list[str]:
+        (queue,) = [q for q in master._queues() if q.name == "ha.q"]
+        return sorted(member.split("/")[0] for member in queue.record.mirrors)
+
+    assert mirrors() == ["n2", "n3"]
+    sim.set_policy("n3", "^ha", {"ha-mode": "exactly", "ha-params": 2})
+    assert len(mirrors()) == 1
+    sim.set_policy("n2", "^ha", {"ha-mode": "all"})
+    assert mirrors() == ["n2", "n3"]
+    publisher = sim.client("n1")
+    publisher.send(1, commands.Confirm.Select())
+    publisher.methods()
+    for i in range(4):
+        publisher.publish(1, f"m{i}".encode(), "ha.q", persistent=True)
+    sim.pump()
+    assert confirmed_tags(publisher) == {1, 2, 3, 4}
+    sim.kill("n1")
+    sim.kill("n2")
+    sim.pump()
+    assert [body for body, _ in drain(sim, "n3")] == [b"m0", b"m1", b"m2", b"m3"]
