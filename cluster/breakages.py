@@ -101,6 +101,11 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "a node that comes back is not made a mirror again (until a promotion or a "
              "policy change places the queue's mirrors anew)", ("under-replicated",),
              "a node restarted, and no master change before the cluster is asked"),
+    Breakage("no-spare-mirror",
+             "under ha-mode exactly, a mirror that dies is not replaced on a spare node",
+             ("under-replicated",),
+             "a mirror killed under ha-mode exactly with a node to spare, and the cluster "
+             "asked before it comes back"),
     Breakage("forget-deletions",
              "a deleted record (a queue, an exchange, a binding, ...) leaves no tombstone, "
              "so a node that missed the delete brings it back", ("undeleted",),
@@ -143,6 +148,7 @@ class Breaks:
     no_fsync: bool = False
     pause_minority_ignored: bool = False
     no_remirror: bool = False
+    no_spare_mirror: bool = False
     forget_deletions: bool = False
     autoheal_no_restart: bool = False
     boot_no_wait: bool = False

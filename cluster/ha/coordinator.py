@@ -481,7 +481,7 @@ class Coordinator:
         if youngest:
             view = replace(view, members=(acting, *[m for m in view.members if m != acting]))
         self._install(queue, record.with_view(view))
-        if queue.is_master:
+        if queue.is_master and (master_died or not self.breaks.no_spare_mirror):
             self._place_mirrors(queue)
 
     def promoted(self, queue: ClusterQueue) -> None:

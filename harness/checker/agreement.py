@@ -18,10 +18,12 @@ Queues the workload's churners
 declare and delete are compared by name, master and mirrors only, and not at a phase
 that a declare or delete of theirs was in flight or within CHURN_GRACE_S of: nodes
 learn of such a change a moment apart (whether a delete sticks is `undeleted`'s
-concern). At ``quiet`` and ``before-drain`` every workload queue
-must have a replica on each answering node its policy covers (the header's policy,
-which the final heal restored): else ``under-replicated`` (a node that came back and
-was never made a mirror again, a policy the master does not apply). A node that could not be asked
+concern). At ``quiet``, ``before-drain`` and every ``settled-N``, every workload queue
+must have a replica on each answering node that its policy then covers (by the
+harness's record: the header's policy as the run's policy changes left it): else
+``under-replicated`` (a node that came back and was never made a mirror again, a dead
+mirror not replaced on a spare node, a policy the master does not apply); the
+``cluster-state`` step waits for that within its bound. A node that could not be asked
 (``cluster-state fail``) is only listed in the result's data. Each kind is its own
 checker (one JUnit case each); their anomalies name the nodes involved where others
 name messages.
@@ -33,11 +35,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.checker.compose import Streaming
-from harness.checker.membership import covers
+from harness.checker.membership import POLICY, changes_from, covers, replayed
 from harness.checker.protocol import Handler, Observer
 from harness.checker.result import Anomaly, Result
 from harness.checker.run import Run
-from harness.history.model import Event, Header
+from harness.history.model import Event
 
 _SPLIT_BRAIN_CAVEAT = {"ignore": "partition-split-brain"}
 
@@ -46,8 +48,10 @@ CHURN_GRACE_S = 1.0  # a declare or delete reaches every running node well withi
 SYNCED_PHASE = "before-drain"  # recorded right after the harness synchronised every queue
 QUIET_PHASES = frozenset({"quiet", SYNCED_PHASE, "end"})  # no client at work: counts compare
 # every fault healed and every node back a while: replicas are where the policy says
-# (not at ``end``: the drain by promotion has just restarted a node)
+# (not at ``end``: the drain by promotion has just restarted a node); and mid-run, once
+# the nodes settled (``cluster-state`` waits for that), on the nodes that answered
 PLACED_PHASES = frozenset({"quiet", SYNCED_PHASE})
+SETTLED_PREFIX = "settled-"
 
 
 class Disagreement(Streaming):
@@ -89,6 +93,7 @@ class _Agreement:
         self.churned: dict[str, float] = {}  # churned queue -> its latest declare or delete
         self.in_flight: set[str] = set()  # churned queues with a declare or delete unanswered
         self.changing: dict[str, set[str]] = {}  # phase -> churned queues not compared
+        self.times: dict[str, float] = {}  # phase -> when it was recorded
 
     def handlers(self) -> Mapping[str, Handler]:
         return {"cluster-state": self.state, "declare": self.churn, "delete": self.churn}
@@ -106,6 +111,7 @@ class _Agreement:
         self.changing.setdefault(phase, set()).update(
             q for q, t in self.churned.items()
             if q in self.in_flight or ev.time - t < CHURN_GRACE_S)
+        self.times.setdefault(phase, ev.time)
         if ev.type == "ok":
             self.phases.setdefault(phase, {})[node] = ev.get("queues")
         elif ev.type == "fail":
@@ -120,8 +126,11 @@ class _Agreement:
             steady = {node: {q: r for q, r in queues.items() if q not in changing}
                       for node, queues in nodes.items()}
             found = _compare(phase, steady, set(self.churned))
-            if phase in PLACED_PHASES:
-                found += _unreplicated(phase, steady, self.run.header)
+            if phase in PLACED_PHASES or phase.startswith(SETTLED_PREFIX):
+                split = {a.queue for a in found if a.kind == SplitBrain.name}  # said already
+                policies = self._policies(self.times[phase])
+                found += unreplicated(phase, steady, {q: policy for q, policy in
+                                                      policies.items() if q not in split})
             for anomaly in found:
                 if anomaly.kind != self.kind:
                     continue
@@ -135,6 +144,18 @@ class _Agreement:
         if self.unasked:
             data["cluster_state_unasked"] = self.unasked
         return Result(self.kind, not violations, counts, violations, caveats, data)
+
+
+    def _policies(self, time: float) -> dict[str, Mapping[str, Any]]:
+        """Each workload queue's policy at ``time``, by the harness's record: the
+        header's, as the run's policy changes (and their heals) left it."""
+        run = self.run
+        faults = [f for f in run.timeline.faults() if f.applied and f.start <= time]
+        changes = [c for c in changes_from(faults, (), run.header.nodes,
+                                           run.header.partition_handling)
+                   if c.kind == POLICY and c.time <= time]
+        return {queue: replayed(run.header, changes, queue).policy
+                for queue in run.header.queues}
 
 
 def _compare(phase: str, nodes: Mapping[str, Mapping[str, Report]],
@@ -215,22 +236,22 @@ def behind_master(queue: str, own: Report,
     return differing
 
 
-def _unreplicated(phase: str, nodes: Mapping[str, Mapping[str, Report]],
-                  header: Header) -> list[Anomaly]:
-    """Workload queues whose master lists no replica on an answering node that the
-    queue's policy covers."""
+def unreplicated(phase: str, nodes: Mapping[str, Mapping[str, Report]],
+                 policies: Mapping[str, Mapping[str, Any]]) -> list[Anomaly]:
+    """Queues (of ``policies``: queue -> the policy in force) whose master lists no
+    replica on an answering node that the policy covers."""
     found = []
-    for queue, config in header.queues.items():
+    for queue, policy in policies.items():
         own = next((qs[queue] for n, qs in nodes.items()
                     if queue in qs and qs[queue].get("master") == n), None)
         if own is None:
             continue  # its master did not answer: nothing to compare with
         members = [str(own.get("master")), *(own.get("mirrors") or ())]
         missing = [n for n in sorted(nodes) if n not in members
-                   and covers(config.policy, n, members)]
+                   and covers(policy, n, members)]
         if missing:
             found.append(Anomaly("under-replicated", [members[0], *missing],
-                                 f"at {phase}, {queue} under {dict(config.policy)} has "
+                                 f"at {phase}, {queue} under {dict(policy)} has "
                                  f"replicas on {', '.join(members)} only, not on the running "
                                  f"{', '.join(missing)}", queue=queue))
     return found

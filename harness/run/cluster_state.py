@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from faults.management import Management, ManagementError
 from faults.nemesis import HEAL, Op
-from harness.checker.agreement import behind_master
+from harness.checker.agreement import behind_master, unreplicated
 from harness.scenarios.nemesis import SETTLED_STATE
 from harness.workload import Recorder
 
@@ -37,7 +37,8 @@ def queue_states(listing: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, An
     for queue in listing:
         state = {"master": queue.get("node"), "mirrors": list(queue.get("slave_nodes") or []),
                  "synchronised": list(queue.get("synchronised_slave_nodes") or []),
-                 "messages": queue.get("messages")}
+                 "messages": queue.get("messages"),
+                 "policy": dict(queue.get("effective_policy_definition") or {})}
         local = queue.get("local")
         if isinstance(local, Mapping):
             state["local"] = {"role": local.get("role"), "messages": local.get("messages")}
@@ -96,21 +97,27 @@ def replicas_agree(reports: Reports) -> bool:
                    if state.get("master") == node)
 
 
-def settled(reports: Reports) -> bool:
-    """Every node answered, and all name the same queues with the same master and
-    mirrors (message counts may differ while clients work)."""
-    views = list(reports.values())
-    if not views or any(isinstance(v, str) for v in views):
+def settled(reports: Reports, queues: Collection[str] = ()) -> bool:
+    """Every node answered, all name the same queues with the same master and mirrors
+    (message counts may differ while clients work), and each of ``queues`` has a
+    replica on every node its policy, as its master reports it, covers."""
+    views = {n: v for n, v in reports.items() if not isinstance(v, str)}
+    if not views or len(views) < len(reports):
         return False
     shapes = {tuple(sorted((name, q.get("master"), tuple(sorted(q.get("mirrors") or ())))
                            for name, q in view.items()))
-              for view in views if not isinstance(view, str)}
-    return len(shapes) == 1
+              for view in views.values()}
+    if len(shapes) != 1:
+        return False
+    shape = next(iter(views.values()))
+    policies = {q: shape[q].get("policy") or {} for q in queues if q in shape}
+    return not unreplicated(SETTLED_PHASE, views, policies)
 
 
 class SettledState:
     """The ``cluster-state`` step: asks every running node until they have settled
-    (`settled`) or ``settle_s`` has passed, then records what each reported as phase
+    (`settled`: agreed, and ``queues`` placed as their policy says) or ``settle_s`` has
+    passed, then records what each reported as phase
     ``settled-N``. A broker that never converges after a heal (two masters for good,
     a node that lost a queue) is recorded as it stands when the wait runs out, and the
     agreement checker judges it. It is an observation, not a fault: the run writes no
@@ -119,9 +126,10 @@ class SettledState:
     fs = frozenset({SETTLED_STATE, HEAL})
 
     def __init__(self, recorder: Recorder, endpoints: Mapping[str, Management],
-                 running: Callable[[], list[str]], *, settle_s: float = SETTLE_SECONDS,
-                 poll: float = 0.25) -> None:
+                 running: Callable[[], list[str]], *, queues: Collection[str] = (),
+                 settle_s: float = SETTLE_SECONDS, poll: float = 0.25) -> None:
         self.recorder = recorder
+        self.queues = tuple(queues)  # whose placement by their policy is waited for
         self.endpoints = dict(endpoints)
         self.running = running
         self.settle_s = settle_s
@@ -140,7 +148,7 @@ class SettledState:
         deadline = time.monotonic() + self.settle_s
         while True:
             reports = ask_cluster_state({n: self.endpoints[n] for n in self.running()})
-            agreed = settled(reports)
+            agreed = settled(reports, self.queues)
             if agreed or time.monotonic() >= deadline:
                 break
             time.sleep(self.poll)

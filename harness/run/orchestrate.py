@@ -243,7 +243,8 @@ class ScenarioRun:
         faults = combined_nemesis(seeds["nemesis"], control=cluster.process_control(),
                                   view=ManagementView(management), client=cluster.toxiproxy,
                                   topology=cluster.topology, management=management)
-        inner = Compose([faults, SettledState(recorder, management, self._running)])
+        inner = Compose([faults, SettledState(recorder, management, self._running,
+                                              queues=s.workload.queues)])
         nemesis = RecordedNemesis(inner, recorder.writer, self._locate, cluster.topology,
                                   s.node_names, self.status.faults)
         asyncio.run(self._phases(cluster, recorder, nemesis, steps))

@@ -222,8 +222,8 @@ DETECTION: tuple[Scenario, ...] = (
     Scenario("gauntlet-promote", "ha-promote-on-failure when-synced: masters cut off and "
              "killed until no mirror is synchronised, then the master killed again (the queue "
              "must wait for it rather than promote an empty mirror); the policy cut to two "
-             "replicas and back (a mirror dropped, one added unsynchronised); then a drain "
-             "by promotion",
+             "replicas, the mirror killed (the spare node must replace it), and back (a "
+             "mirror added unsynchronised); then a drain by promotion",
              policy=_PROMOTE_POLICY, workload=_GAUNTLET,
              nemesis=NemesisSpec("sequence", options={"steps": [
                  *_cut_and_kill(0.0), _step(3.0, "heal"),
@@ -231,7 +231,8 @@ DETECTION: tuple[Scenario, ...] = (
                  *_cut_and_kill(12.0), _step(15.0, "heal"),
                  _step(17.0, "set-policy", {"definition": {
                      **_PROMOTE_POLICY, "ha-mode": "exactly", "ha-params": 2}}),
-                 _step(19.0, "heal")]}),
+                 _step(17.5, "kill", {"nodes": "mirror"}), _step(18.5, SETTLED_STATE),
+                 _step(19.5, "heal")]}),
              phases=Phases(warmup=3.0, faults=22.0, recovery=6.0, promotion_drain=True)),
 )
 

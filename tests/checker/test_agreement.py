@@ -178,7 +178,7 @@ def _two_replicas(b: HistoryBuilder, phase: str, nodes: tuple[str, ...] = NODES)
 
 
 def test_a_running_node_the_policy_covers_without_a_replica_is_under_replicated() -> None:
-    for phase in ("quiet", "before-drain"):
+    for phase in ("quiet", "before-drain", "settled-1"):
         b = builder()
         _two_replicas(b, phase)
         (anomaly,) = part(run(b), "under-replicated").violations
@@ -194,8 +194,21 @@ def test_replicas_are_judged_only_on_answering_nodes_and_by_the_policy() -> None
     assert part(run(b), "under-replicated").valid is True
 
 
-def test_replicas_are_not_judged_while_nodes_may_still_be_joining() -> None:
-    for phase in ("settled-1", "end"):
+def test_replicas_are_not_judged_at_the_end_a_drain_by_promotion_just_restarted_a_node(
+) -> None:
+    b = builder()
+    _two_replicas(b, "end")
+    assert part(run(b), "under-replicated").valid is True
+
+
+def test_mid_run_replicas_are_judged_by_the_policy_in_force_then() -> None:
+    """exactly 2 set mid-run: two replicas is what it asks, until its heal puts back
+    ha-mode all."""
+    for healed, valid in ((False, True), (True, False)):
         b = builder()
-        _two_replicas(b, phase)
-        assert part(run(b), "under-replicated").valid is True, phase
+        policy = b.fault("policy", pattern="^q$",
+                         definition={"ha-mode": "exactly", "ha-params": 2})
+        if healed:
+            b.heal(policy)
+        _two_replicas(b, "settled-1")
+        assert part(run(b), "under-replicated").valid is valid, healed

@@ -334,6 +334,20 @@ def test_break_no_remirror() -> None:
         assert queue_json(sim.brokers["n1"], replica(sim, "n1"))["slave_nodes"] == mirrors
 
 
+def test_break_no_spare_mirror() -> None:
+    """Under ha-mode exactly 2 the queue lives on n1 and n2; n2 dies and n3 is spare:
+    the master must make n3 its mirror."""
+    for breaks, mirrors in (((), ["n3"]), (("no-spare-mirror",), [])):
+        sim = SimCluster(["n1", "n2", "n3"], 12, breaks)
+        sim.set_policy("n1", "^ha", {"ha-mode": "exactly", "ha-params": 2})
+        sim.client("n1").send(1, commands.Queue.Declare(queue="ha.q", durable=True))
+        sim.pump()
+        assert queue_json(sim.brokers["n1"], replica(sim, "n1"))["slave_nodes"] == ["n2"]
+        sim.kill("n2")
+        sim.pump()
+        assert queue_json(sim.brokers["n1"], replica(sim, "n1"))["slave_nodes"] == mirrors
+
+
 def test_break_forget_deletions() -> None:
     """n3 is down while the queue is deleted; restarted, it recovers the queue from its
     store. With a tombstone on its peers the queue stays deleted; without, n3 announces

@@ -27,14 +27,17 @@ def test_queue_states_keep_what_the_history_names_and_the_local_replica() -> Non
     listing = [
         {"name": "q1", "node": "n1", "slave_nodes": ["n2", "n3"],
          "synchronised_slave_nodes": ["n3"], "messages": 12, "consumers": 2,
-         "local": {"role": "mirror", "messages": 11, "extra": True}},
+         "local": {"role": "mirror", "messages": 11, "extra": True},
+         "effective_policy_definition": {"ha-mode": "all"}},
         {"name": "q2", "node": "n2", "slave_nodes": [], "synchronised_slave_nodes": [],
          "messages": 0},
     ]
     assert queue_states(listing) == {
         "q1": {"master": "n1", "mirrors": ["n2", "n3"], "synchronised": ["n3"],
-               "messages": 12, "local": {"role": "mirror", "messages": 11}},
-        "q2": {"master": "n2", "mirrors": [], "synchronised": [], "messages": 0},
+               "messages": 12, "policy": {"ha-mode": "all"},
+               "local": {"role": "mirror", "messages": 11}},
+        "q2": {"master": "n2", "mirrors": [], "synchronised": [], "messages": 0,
+               "policy": {}},
     }
 
 
@@ -82,6 +85,20 @@ def test_reports_have_settled_when_all_answer_and_name_the_same_masters_and_mirr
     assert not settled({"n1": {"q": view}, "n2": {}})
     assert not settled({"n1": {"q": view}, "n2": "no answer"})
     assert not settled({})
+
+
+def test_reports_have_settled_only_once_each_queue_is_placed_as_its_policy_says() -> None:
+    """Under exactly 2 with n3 dead, the spare n2 must be the mirror; under all, every
+    answering node."""
+    alone = {"master": "n1", "mirrors": [], "policy": {"ha-mode": "exactly", "ha-params": 2}}
+    assert settled({"n1": {"q": alone}, "n2": {"q": alone}})  # no queue to place
+    assert not settled({"n1": {"q": alone}, "n2": {"q": alone}}, queues=["q"])
+    placed = {**alone, "mirrors": ["n2"]}
+    assert settled({"n1": {"q": placed}, "n2": {"q": placed}}, queues=["q"])
+    everywhere = {**placed, "policy": {"ha-mode": "all"}}
+    assert settled({"n1": {"q": everywhere}, "n2": {"q": everywhere}}, queues=["q"])
+    assert not settled({"n1": {"q": everywhere}, "n2": {"q": everywhere},
+                        "n3": {"q": everywhere}}, queues=["q"])
 
 
 def test_the_settled_step_records_at_once_when_the_nodes_agree(node: NodeProcess,
