@@ -62,6 +62,11 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "cancel_sync_queue marks the mirrors synchronised, as if the sync had finished",
              ("disagreement", "lost"), "a sync cancelled while it copies, then the cluster "
              "asked (or the master killed)"),
+    Breakage("unsynced-handover",
+             "a policy that no longer wants the master's node hands the queue over at once, "
+             "to a mirror that is not synchronised", ("lost",),
+             "a policy change to ha-mode nodes without the master's node while its mirrors "
+             "are unsynchronised"),
     Breakage("shutdown-promotes-unsynced",
              "ha-promote-on-shutdown when-synced (the default) is ignored",
              ("lost",), "a mirror restarted, then the master stopped gracefully"),
@@ -137,6 +142,7 @@ class Breaks:
     instant_sync: bool = False
     sync_noop: bool = False
     cancelled_sync_counts: bool = False
+    unsynced_handover: bool = False
     shutdown_promotes_unsynced: bool = False
     failure_promotes_unsynced: bool = False
     rejoin_keeps_contents: bool = False

@@ -405,8 +405,8 @@ class Coordinator:
                     queue.join_seq[member] = copy.next_seq
                 added.append(member)
         unwanted = [m for m in record.mirrors if node_of(m) not in wanted]
-        successor = next((m for m in view.members[1:] if m in record.synced
-                          and node_of(m) in wanted), None)
+        successor = next((m for m in view.members[1:] if node_of(m) in wanted and (
+            m in record.synced or self.breaks.unsynced_handover)), None)
         if not master_fits(definition, self.node) and successor is not None:
             # Hand over: the eldest remaining mirror must be a synchronised one.
             unwanted = [m for m in view.members[1:] if m != successor

@@ -13,7 +13,13 @@ from typing import Any
 from faults.nemesis import HEAL, Nemesis, Op
 from faults.topology import Topology
 from harness.history import HistoryWriter
-from harness.scenarios.nemesis import MASTER_OUT, MASTER_TO_YOUNGEST, SETTLED_STATE, SYMBOLIC
+from harness.scenarios.nemesis import (
+    MASTER_OUT,
+    MASTER_TO_YOUNGEST,
+    POLICY_NODES,
+    SETTLED_STATE,
+    SYMBOLIC,
+)
 
 # nemesis op -> the fault kind the checker knows it by (a degrade is named by its toxic)
 _KINDS = {"kill": "kill", "power-loss": "power-loss", "stop": "stop", "pause": "pause",
@@ -88,7 +94,8 @@ class RecordedNemesis:
 
     def _resolve(self, op: Op) -> Op:
         """``master``/``mirror`` in ``nodes``, ``node``, ``from`` and ``to`` become the
-        node they name now; degrade ``links`` ``master-out``, the node links from the
+        node they name now, as do ``master``/``mirror``/``youngest`` in a set-policy's
+        ``ha-params`` list; degrade ``links`` ``master-out``, the node links from the
         master now (what carries its replication to the mirrors)."""
         if not isinstance(op.value, dict):
             return op
@@ -97,6 +104,11 @@ class RecordedNemesis:
             if value.get(key) in SYMBOLIC:
                 node = self.locate(value[key])
                 value[key] = [node] if key == "nodes" else node
+        definition = value.get("definition")
+        if op.f == "set-policy" and isinstance(definition, dict) and isinstance(
+                definition.get("ha-params"), list):
+            value["definition"] = {**definition, "ha-params": [
+                self.locate(n) if n in POLICY_NODES else n for n in definition["ha-params"]]}
         if op.f == "degrade" and value.get("links") == MASTER_OUT:
             master = self.locate("master")
             value["links"] = [self.topology.node_link(master, node).name

@@ -223,7 +223,8 @@ DETECTION: tuple[Scenario, ...] = (
              "killed until no mirror is synchronised, then the master killed again (the queue "
              "must wait for it rather than promote an empty mirror); the policy cut to two "
              "replicas, the mirror killed (the spare node must replace it), and back (a "
-             "mirror added unsynchronised); then a drain by promotion",
+             "mirror added unsynchronised); the policy moved off the master's node (it "
+             "must stay until a mirror is synchronised); then a drain by promotion",
              policy=_PROMOTE_POLICY, workload=_GAUNTLET,
              nemesis=NemesisSpec("sequence", options={"steps": [
                  *_cut_and_kill(0.0), _step(3.0, "heal"),
@@ -232,8 +233,11 @@ DETECTION: tuple[Scenario, ...] = (
                  _step(17.0, "set-policy", {"definition": {
                      **_PROMOTE_POLICY, "ha-mode": "exactly", "ha-params": 2}}),
                  _step(17.5, "kill", {"nodes": "mirror"}), _step(18.5, SETTLED_STATE),
-                 _step(19.5, "heal")]}),
-             phases=Phases(warmup=3.0, faults=22.0, recovery=6.0, promotion_drain=True)),
+                 _step(19.5, "heal"),
+                 _step(20.0, "set-policy", {"definition": {
+                     **_PROMOTE_POLICY, "ha-mode": "nodes", "ha-params": ["mirror", "youngest"]}}),
+                 _step(21.5, "heal")]}),
+             phases=Phases(warmup=3.0, faults=23.0, recovery=6.0, promotion_drain=True)),
 )
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in BUILTINS + DETECTION}

@@ -23,6 +23,8 @@ from harness.workload.spec import CHURN_PREFIX
 
 POLICY_NAME = "mirrorchaos"  # the run's own policy, set at the start on the workload's queues
 SYMBOLIC = ("master", "mirror")  # targets resolved when the op is invoked
+# what a set-policy's ha-mode nodes list may name, resolved when the op is invoked
+POLICY_NODES = (*SYMBOLIC, "youngest")
 MASTER_OUT = "master-out"  # degrade links: the node links from the master when invoked
 # degrade links: the one node link from the master to its youngest mirror, when invoked
 # (what the master sends that node's consumers, not its broadcasts to the eldest mirror)

@@ -304,6 +304,16 @@ def test_break_cancelled_sync_counts() -> None:
         assert (held(sim, "n2"), held(sim, "n3")) == (0, 0)
 
 
+def test_break_unsynced_handover() -> None:
+    """The policy moves ha.q off n1 while its mirrors hold none of its five messages:
+    n1 must stay master until one is synchronised."""
+    for breaks, master, kept in (((), "n1", 5), (("unsynced-handover",), "n2", 0)):
+        sim = unsynchronised_mirrors(*breaks)
+        sim.set_policy("n1", "^ha", {"ha-mode": "nodes", "ha-params": ["n2", "n3"]})
+        assert master_node(sim, "n2") == master
+        assert len(drain(sim, master)) == kept
+
+
 def test_break_rejoin_keeps_contents() -> None:
     """n3 dies holding five messages that are then consumed; restarted, it recovers
     them from its store but must rejoin empty. Promoted later, it would hand them out

@@ -183,6 +183,22 @@ def test_recorded_faults_are_history_the_checker_reads(tmp_path: Path) -> None:
     assert [f["id"] for f in result.data["faults"]] == ["pause-1", "kill-2", "policy-3"]
 
 
+def test_a_policy_naming_nodes_symbolically_is_recorded_with_the_nodes_then_meant(
+        tmp_path: Path) -> None:
+    """``ha-params`` ``["mirror", "youngest"]``: the nodes they name when invoked."""
+    named = {"master": "n1", "mirror": "n2", "youngest": "n3"}
+    path = tmp_path / "history.jsonl"
+    config = {"nodes": ["n1", "n2", "n3"], "partition_handling": "pause_minority"}
+    with HistoryWriter(path, run_id="r", scenario="t", seed=1, config=config) as writer:
+        nemesis = RecordedNemesis(NoopNemesis(), writer, named.__getitem__, None,  # type: ignore[arg-type]
+                                  ["n1", "n2", "n3"], ActiveFaults())
+        nemesis.invoke(Op("set-policy", {"name": "ha", "pattern": "^q", "definition": {
+            "ha-mode": "nodes", "ha-params": ["mirror", "youngest", "n1"]}}))
+    (start, *_) = [e for e in map(json.loads, path.read_text().splitlines()[1:])
+                   if e["op"] == "fault-start"]
+    assert start["definition"] == {"ha-mode": "nodes", "ha-params": ["n2", "n3", "n1"]}
+
+
 def test_a_partition_targets_the_nodes_it_cuts_off() -> None:
     nodes = ["n1", "n2", "n3", "n4", "n5"]
     isolate = {"n1": ["n2", "n3", "n4", "n5"], **{n: ["n1"] for n in nodes[1:]}}
