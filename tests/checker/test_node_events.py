@@ -49,14 +49,19 @@ def test_a_bad_node_event_line_names_its_file_and_line(tmp_path: Path) -> None:
     assert (info.value.path, info.value.line, info.value.field) == (str(path), 2, "mono")
 
 
-def test_a_run_directory_merges_node_events_by_time(tmp_path: Path) -> None:
+def _mirrors_back_then_master_killed(run_dir: Path) -> None:
+    """p1-1 published, the mirrors killed and back (empty), then the master killed."""
     b = builder()
     b.publish("p1-1")
     b.heal(b.fault("kill", ["n2", "n3"]))
     b.at(1.0)
     b.heal(b.fault("kill", ["n1"]))
     b.drain()
-    b.write(tmp_path / "history.jsonl")
+    b.write(run_dir / "history.jsonl")
+
+
+def test_a_run_directory_merges_node_events_by_time(tmp_path: Path) -> None:
+    _mirrors_back_then_master_killed(tmp_path)
     # n1 reports a completed sync between the mirrors' restart and its own death
     _node_file(tmp_path / "nodes" / "n1.events.jsonl",
                {"ts": 0.0, "mono": 0.5, "node": "n1", "event": "sync_end", "queue": "q"})
@@ -79,13 +84,7 @@ def test_a_sync_the_broker_reports_cancelled_does_not_make_the_mirrors_hold(
     """The broker's own line for a cancelled sync (cluster/ha/coordinator.py emits
     ``outcome="cancelled"``): the loss after it stays the excused unsynchronised
     promotion."""
-    b = builder()
-    b.publish("p1-1")
-    b.heal(b.fault("kill", ["n2", "n3"]))
-    b.at(1.0)
-    b.heal(b.fault("kill", ["n1"]))
-    b.drain()
-    b.write(tmp_path / "history.jsonl")
+    _mirrors_back_then_master_killed(tmp_path)
     _node_file(tmp_path / "nodes" / "n1.events.jsonl",
                {"ts": 0.0, "mono": 0.5, "node": "n1", "event": "sync_end", "queue": "q",
                 "outcome": "cancelled"})
