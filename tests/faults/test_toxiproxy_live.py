@@ -183,16 +183,14 @@ async def test_client_half_close_ends_the_whole_connection(api: Api, peer: PeerS
 
 
 async def test_a_triggered_reset_peer_still_fires_when_removed(api: Api, echo: EchoServer) -> None:
-    # Toxiproxy's reset cannot be interrupted once data has triggered it: removing the
-    # toxic waits for the reset, and the connection is reset all the same.
+    # Toxiproxy's reset cannot be interrupted once data has triggered it: removed while
+    # its timeout runs, the toxic still resets the connection.
     proxy = await api.proxy("p", echo.address)
     await api.toxic("p", type="reset_peer", attributes={"timeout": 500})
     reader, writer = await connect(proxy["listen"])
     writer.write(b"x")
     await asyncio.sleep(0.1)
-    start = time.perf_counter()
     assert await api.call("DELETE", "/proxies/p/toxics/reset_peer_downstream") == (204, None)
-    assert 0.3 <= time.perf_counter() - start < 1.5
     with pytest.raises(ConnectionResetError):
         await asyncio.wait_for(reader.read(), 5)
     writer.close()
