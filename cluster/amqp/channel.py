@@ -217,10 +217,11 @@ class Channel:
 
     # -- permissions --------------------------------------------------------------------
 
-    def check(self, access: Access, resource: str) -> None:
+    def check(self, access: Access, kind: str, resource: str) -> None:
+        """``access`` (configure, write or read) to the ``kind`` (queue or exchange)
+        named ``resource``, by the user's permissions on the vhost."""
         connection = self.connection
         if not self.broker.users.allows(connection.user, self.vhost.name, access, resource):
-            kind = "queue" if access != "write" or resource in self.vhost.queues else "exchange"
             raise ChannelError(
                 ACCESS_REFUSED,
                 f"access to {self.vhost.describe(kind, resource)} refused for user "
@@ -239,7 +240,7 @@ class Channel:
     def _publish(self, publish: framing.Publish, message: Message) -> None:
         vhost = self.vhost
         exchange = vhost.exchange(publish.exchange)
-        self.check("write", publish.exchange)
+        self.check("write", "exchange", publish.exchange)
         if exchange.internal:
             raise ChannelError(
                 ACCESS_REFUSED,
@@ -450,7 +451,7 @@ class Channel:
         self.send(commands.Channel.FlowOk(active=True))
 
     def _exchange_declare(self, method: commands.Exchange.Declare) -> None:
-        self.check("configure", method.exchange)
+        self.check("configure", "exchange", method.exchange)
         self.vhost.declare_exchange(
             method.exchange,
             method.exchange_type,
@@ -466,7 +467,7 @@ class Channel:
             self.send(commands.Exchange.DeclareOk())
 
     def _exchange_delete(self, method: commands.Exchange.Delete) -> None:
-        self.check("configure", method.exchange)
+        self.check("configure", "exchange", method.exchange)
         self.vhost.delete_exchange(method.exchange, method.if_unused)
         self.broker.definitions_changed()
         if not method.nowait:
@@ -475,7 +476,7 @@ class Channel:
     def _queue_declare(self, method: commands.Queue.Declare) -> None:
         name = method.queue or self.broker.generated_name("amq.gen-")
         if not method.passive:
-            self.check("configure", name)
+            self.check("configure", "queue", name)
         queue = self.vhost.declare_queue(
             name,
             connection_id=self.connection.id,
@@ -501,8 +502,8 @@ class Channel:
 
     def _queue_bind(self, method: commands.Queue.Bind) -> None:
         name = self._queue_name(method.queue)
-        self.check("write", name)
-        self.check("read", method.exchange)
+        self.check("write", "queue", name)
+        self.check("read", "exchange", method.exchange)
         self.vhost.queue(name, self.connection.id)
         self.vhost.bind(name, method.exchange, method.routing_key)
         self.broker.definitions_changed()
@@ -511,8 +512,8 @@ class Channel:
 
     def _queue_unbind(self, method: commands.Queue.Unbind) -> None:
         name = self._queue_name(method.queue)
-        self.check("write", name)
-        self.check("read", method.exchange)
+        self.check("write", "queue", name)
+        self.check("read", "exchange", method.exchange)
         queue = self.vhost.queues.get(name)
         if queue is not None:  # unbinding a missing queue succeeds, as in RabbitMQ
             self.vhost.check_exclusive(queue, self.connection.id)
@@ -522,7 +523,7 @@ class Channel:
 
     def _queue_purge(self, method: commands.Queue.Purge) -> None:
         name = self._queue_name(method.queue)
-        self.check("read", name)
+        self.check("read", "queue", name)
         queue = self.vhost.queue(name, self.connection.id)
         nowait = method.nowait
         if isinstance(queue, ClusterQueue) and not queue.is_master:
@@ -538,7 +539,7 @@ class Channel:
 
     def _queue_delete(self, method: commands.Queue.Delete) -> None:
         name = self._queue_name(method.queue)
-        self.check("configure", name)
+        self.check("configure", "queue", name)
         queue = self.vhost.queues.get(name)
         if queue is not None:
             self.vhost.check_exclusive(queue, self.connection.id)
@@ -572,7 +573,7 @@ class Channel:
 
     def _basic_consume(self, method: commands.Basic.Consume) -> None:
         name = self._queue_name(method.queue)
-        self.check("read", name)
+        self.check("read", "queue", name)
         queue = self.vhost.queue(name, self.connection.id)
         tag = method.consumer_tag
         if not tag:
@@ -607,7 +608,7 @@ class Channel:
 
     def _basic_get(self, method: commands.Basic.Get) -> None:
         name = self._queue_name(method.queue)
-        self.check("read", name)
+        self.check("read", "queue", name)
         queue = self.vhost.queue(name, self.connection.id)
         no_ack = method.no_ack
         if isinstance(queue, ClusterQueue) and not queue.is_master:

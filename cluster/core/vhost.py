@@ -101,10 +101,10 @@ class VirtualHost:
         internal: bool,
         arguments: dict[str, Any],
     ) -> Exchange:
+        if name == "":  # passive too, as RabbitMQ
+            raise ChannelError(ACCESS_REFUSED, "operation not permitted on the default exchange")
         if passive:
             return self.exchange(name)
-        if name == "":
-            raise ChannelError(ACCESS_REFUSED, "operation not permitted on the default exchange")
         if type_ not in EXCHANGE_TYPES:
             raise ConnectionError_(COMMAND_INVALID, f"unknown exchange type '{type_}'")
         existing = self.exchanges.get(name)

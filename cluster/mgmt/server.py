@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import BasicAuth, hdrs, web
+from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler, LooseHeaders, Middleware
 
 from cluster.amqp.connection import Connection
@@ -45,6 +46,9 @@ class ApiError(Exception):
         self.status = status
         self.error = error
         self.reason = reason
+
+
+MAX_NAME_BYTES = 255  # an AMQP short string
 
 
 def bad_request(reason: str) -> ApiError:
@@ -393,6 +397,9 @@ class ManagementApi:
         broker = self.broker()
         vhost = self._vhost(broker, request.match_info["vhost"])
         name = request.match_info["name"]
+        size = len(name.encode("utf-8"))
+        if size > MAX_NAME_BYTES:  # no AMQP client could name it (a short string)
+            raise bad_request(f"queue name is {size} bytes long; at most {MAX_NAME_BYTES}")
         body = await _body(request)
         created = name not in vhost.queues
         try:
@@ -687,6 +694,25 @@ def _auth_middleware(api: ManagementApi) -> Middleware:
         return response
 
     return authenticate
+
+
+class _UnparsedRequests(logging.Filter):
+    """aiohttp logs a request it cannot parse (a request line or header too long, bad
+    syntax) with a traceback, before any handler or authentication runs: anyone could
+    fill the log with them. One warning line says what was refused instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, HttpProcessingError):
+            record.msg = f"{record.getMessage()}: refused ({type(error).__name__}, " \
+                         f"{error.code} {error.message})"
+            record.args, record.exc_info, record.exc_text = (), None, None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+_AIOHTTP_SERVER_LOG = logging.getLogger("aiohttp.server")
+_AIOHTTP_SERVER_LOG.addFilter(_UnparsedRequests())
 
 
 async def start_management(node: Node, host: str, port: int) -> web.AppRunner:

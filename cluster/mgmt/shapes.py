@@ -54,7 +54,8 @@ def queue_json(broker: Broker, queue: AnyQueue) -> dict[str, Any]:
         record = queue.record
         node = queue.master_node
         mirrors = [node_of(m) for m in record.mirrors]
-        synced = [node_of(m) for m in record.synced]
+        # a mirror promoted stays in the record's synced list: it is not a mirror now
+        synced = [node_of(m) for m in record.synced if m in record.mirrors]
     return {
         "name": queue.name,
         "vhost": queue.vhost,

@@ -181,3 +181,32 @@ def test_transaction_publishes_land_only_on_commit(tx_action: type, expected: in
     client.send(1, commands.Queue.Declare(queue="q", passive=True))
     after = client.methods()[-1]
     assert isinstance(after, commands.Queue.DeclareOk) and after.message_count == expected
+
+
+def _refusal(broker: Broker, method: object) -> commands.Channel.Close:
+    client = open_client(broker)
+    client.send(1, method)
+    (close,) = [m for m in client.methods() if isinstance(m, commands.Channel.Close)]
+    return close
+
+
+def test_a_refusal_names_the_kind_of_resource_refused() -> None:
+    """Permissions to configure queues only: an exchange is refused as an exchange, and
+    a bind's read on the exchange as an exchange too."""
+    broker = make_broker()
+    broker.set_permissions("guest", "/", Permission(configure="^q", write=".*", read="^q"))
+    close = _refusal(broker, commands.Exchange.Declare(exchange="amq.topic", passive=False,
+                                                        exchange_type="topic"))
+    assert close.reply_code == 403
+    assert "exchange 'amq.topic' in vhost '/' refused" in close.reply_text
+    close = _refusal(broker, commands.Queue.Declare(queue="x"))
+    assert "queue 'x' in vhost '/' refused" in close.reply_text
+    close = _refusal(broker, commands.Queue.Bind(queue="q", exchange="amq.direct"))
+    assert "exchange 'amq.direct' in vhost '/' refused" in close.reply_text
+
+
+def test_the_default_exchange_cannot_be_declared_even_passively() -> None:
+    for passive in (True, False):
+        close = _refusal(make_broker(), commands.Exchange.Declare(exchange="", passive=passive))
+        assert close.reply_code == 403
+        assert close.reply_text.endswith("operation not permitted on the default exchange")

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pamqp import commands
 
+from cluster.mgmt.shapes import queue_json
 from tests.amqp.memory_client import MemoryClient, publish_frames
 from tests.cluster.simcluster import SimCluster
 
@@ -249,3 +250,13 @@ def test_a_policy_set_on_another_node_places_the_masters_mirrors() -> None:
     sim.kill("n2")
     sim.pump()
     assert [body for body, _ in drain(sim, "n3")] == [b"m0", b"m1", b"m2", b"m3"]
+
+
+def test_after_a_promotion_the_new_master_is_not_listed_as_a_synchronised_mirror() -> None:
+    sim = mirrored_queue(22)
+    sim.kill("n1")
+    sim.pump()
+    (queue,) = [q for q in sim.coordinators["n2"]._queues() if q.name == "ha.q"]
+    shown = queue_json(sim.brokers["n2"], queue)
+    assert shown["node"] == "n2"
+    assert shown["slave_nodes"] == shown["synchronised_slave_nodes"] == ["n3"]

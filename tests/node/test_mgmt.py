@@ -292,6 +292,18 @@ def test_unknown_objects_and_bad_requests(node: NodeProcess) -> None:
                  400, "reboot")
     assert api(node, "DELETE", "/api/queues/%2F/q").status == 204
     assert_error(api(node, "DELETE", "/api/queues/%2F/q"), 404)
+    # a name no AMQP client could give (a short string is at most 255 bytes)
+    assert_error(api(node, "PUT", "/api/queues/%2F/" + "q" * 300, {}), 400, "300 bytes")
+    assert api(node, "PUT", "/api/queues/%2F/" + "q" * 255, {}).status == 201
+    assert_no_traceback(node)
+
+
+def test_a_request_line_too_long_is_refused_without_a_traceback(node: NodeProcess) -> None:
+    """aiohttp refuses it before any handler runs (and before authentication)."""
+    request = urllib.request.Request(node.mgmt_url + "/api/queues/%2F/" + "x" * 9000)
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code in (400, 414)
     assert_no_traceback(node)
 
 
