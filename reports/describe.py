@@ -17,6 +17,20 @@ LATENCY_FIGURES = (("p50", "confirm_p50"), ("p90", "confirm_p90"), ("p99", "conf
                    ("p99.9", "confirm_p999"), ("mean", "confirm_mean"), ("max", "confirm_max"))
 
 
+# results.json availability kinds, and what they mean (harness/checker/throughput.py)
+AVAILABILITY_KINDS = ("publish", "consume")
+AVAILABILITY_DEFINITION = ("availability: publish = share of the workload's seconds with a "
+                           "confirm; consume = share of the seconds with a consumer "
+                           "attached in which a message was delivered")
+
+
+def availability_shares(results: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """(kind, fraction) for each kind of operation the run's workload had."""
+    availability = results.get("availability") or {}
+    return [(kind, float(share["fraction"])) for kind in AVAILABILITY_KINDS
+            if (share := availability.get(kind)) and share.get("fraction") is not None]
+
+
 def verdict_word(valid: object) -> str:
     if valid is True:
         return "VALID"

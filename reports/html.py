@@ -16,8 +16,10 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from reports.describe import (
+    AVAILABILITY_DEFINITION,
     LATENCY_FIGURES,
     anomalies,
+    availability_shares,
     counts_in_order,
     fault_end,
     fault_label,
@@ -81,7 +83,8 @@ def render_html(report: RunReport) -> str:
         body.append(f"<p><b>Why unknown:</b> {escape(results['error'])}</p>")
     body.append("<div class='flex'>" + _counts_table(results) + _checkers_table(results)
                 + _latency_table(results) + "</div>")
-    body.append("<h2>Over time</h2>" + figure_html(_over_time(report, colours), "over-time"))
+    body.append("<h2>Over time</h2>" + figure_html(_over_time(report, colours), "over-time")
+                + f"<p class='note'>{escape(AVAILABILITY_DEFINITION)}.</p>")
     body.append("<h2>Faults and node events</h2>" + figure_html(_timeline(report, colours),
                                                             "timeline"))
     body.append("<h2>Anomalies, per message</h2>" + _anomaly_table(results))
@@ -125,11 +128,11 @@ def _over_time(report: RunReport, colours: dict[str, str]) -> go.Figure:
         fig.add_trace(go.Scatter(x=[(i + 0.5) * latency_width for i in range(len(values))],
                                  y=values, name=f"latency {series}", mode="lines+markers",
                                  connectgaps=False), row=2, col=1)
-    # the checker's rule: a bucket is available when publishes were confirmed and
-    # deliveries arrived in it
-    up = [1 if c and d else 0 for c, d in zip(confirms, deliveries, strict=True)]
-    fig.add_trace(go.Bar(x=middles, y=up, width=width, name="available",
-                         marker_color="#2e7d32"), row=3, col=1)
+    # per kind the workload had: a second with a confirm, one with a delivery
+    served = {"publish": confirms, "consume": deliveries}
+    for kind, _ in availability_shares(results):
+        fig.add_trace(go.Bar(x=middles, y=[1 if n else 0 for n in served[kind]], width=width,
+                             name=f"{kind} served", opacity=0.6), row=3, col=1)
     fig.update_yaxes(range=[0, 1], tickvals=[0, 1], ticktext=["down", "up"], row=3, col=1)
     length = run_length(report)
     for fault in results.get("faults") or []:
@@ -146,8 +149,9 @@ def _over_time(report: RunReport, colours: dict[str, str]) -> go.Figure:
 
 
 def _availability_title(results: dict[str, Any]) -> str:
-    fraction = (results.get("availability") or {}).get("fraction")
-    return "Availability" + ("" if fraction is None else f" ({fraction:.1%} of the workload)")
+    shares = ", ".join(f"{kind} {fraction:.1%}" for kind, fraction in
+                       availability_shares(results))
+    return "Availability" + (f" ({shares})" if shares else "")
 
 
 def _timeline(report: RunReport, colours: dict[str, str]) -> go.Figure:

@@ -12,9 +12,11 @@ from rich.table import Table
 from rich.text import Text
 
 from reports.describe import (
+    AVAILABILITY_DEFINITION,
     LATENCY_FIGURES,
     MESSAGE_COUNTS,
     anomalies,
+    availability_shares,
     counts_in_order,
     fault_end,
     fault_label,
@@ -119,26 +121,20 @@ def _anomaly_panels(results: dict[str, Any]) -> list[RenderableType]:
 
 def _performance(results: dict[str, Any]) -> RenderableType:
     latency = results.get("latency_ms") or {}
-    table = Table(title="Confirm latency (ms) and throughput", title_justify="left")
+    table = Table(title="Confirm latency (ms) and throughput", title_justify="left",
+                  caption=AVAILABILITY_DEFINITION, caption_justify="left")
     figures = [(label, latency.get(key)) for label, key in LATENCY_FIGURES]
     for label, _ in figures:
         table.add_column(label, justify="right")
     for name in ("confirms", "confirms/s", "deliveries/s", "availability"):
         table.add_column(name, justify="right")
     throughput = results.get("throughput") or {}
-    availability = results.get("availability") or {}
+    shares = "\n".join(f"{kind} {fraction:.0%}"
+                        for kind, fraction in availability_shares(results))
     table.add_row(*(number(value) for _, value in figures), str(latency.get("confirms", 0)),
                   number(throughput.get("confirms_per_s")),
-                  number(throughput.get("deliveries_per_s")), _availability(availability))
+                  number(throughput.get("deliveries_per_s")), shares or "n/a")
     return table
-
-
-def _availability(availability: dict[str, Any]) -> str:
-    fraction = availability.get("fraction")
-    if fraction is None:
-        return "n/a"
-    return (f"{fraction:.1%} ({availability.get('available_buckets')}/"
-            f"{availability.get('buckets')} buckets of {availability.get('bucket_s')} s)")
 
 
 def _fault_timeline(report: RunReport) -> RenderableType:

@@ -1,8 +1,11 @@
 """Throughput and availability over time.
 
-Per time bucket: publishes first confirmed and deliveries received. Availability is the
-fraction of buckets in the workload window (first publish to the start of the final
-drain) in which at least one publish was confirmed and at least one delivery arrived.
+Per time bucket: publishes first confirmed and deliveries received. Availability is
+measured per kind of operation over the workload window (first publish to the start of
+the final drain): ``publish``, the share of its buckets in which a publish was
+confirmed; ``consume``, of the buckets in which a consumer was attached, the share in
+which a message was delivered (absent when no consumer was attached in the window). The
+overall ``fraction`` is the share of buckets in which each kind at work was served.
 """
 
 from __future__ import annotations
@@ -59,18 +62,31 @@ class _Throughput:
             "deliveries_per_s": _rate(sum(deliveries), run.first, run.last)}}
         end = timeline.drain_started if timeline.drain_started is not None else run.last
         first = run.first_publish
+        availability: dict[str, object] = {"bucket_s": width, **_share([])}
         if first is not None and end is not None and end > first:
             lo = self.confirms.index(first)
             hi = max(self.confirms.index(end), lo + 1)  # the drain's own bucket is excluded
             window = range(lo, hi)
-            up = sum(1 for i in window if i < size and confirms[i] and deliveries[i])
-            data["availability"] = {"fraction": round(up / len(window), 4),
-                                    "buckets": len(window), "available_buckets": up,
-                                    "bucket_s": width}
-        else:
-            data["availability"] = {"fraction": None, "buckets": 0, "available_buckets": 0,
-                                    "bucket_s": width}
+            attached = {i for s in timeline.sessions for i in range(
+                self.confirms.index(s.start), self.confirms.index(
+                    s.end if s.end is not None else end) + 1)} & set(window)
+            confirmed = [i < size and confirms[i] > 0 for i in window]
+            delivered = [i < size and deliveries[i] > 0 for i in window if i in attached]
+            served = [ok and (i not in attached or (i < size and deliveries[i] > 0))
+                      for i, ok in zip(window, confirmed, strict=True)]
+            availability.update(_share(served), publish=_share(confirmed))
+            if attached:
+                availability["consume"] = _share(delivered)
+        data["availability"] = availability
         return Result("throughput", True, data=data)
+
+
+def _share(served: list[bool]) -> dict[str, object]:
+    """Of buckets (each served or not): ``fraction`` served (None without buckets),
+    ``buckets`` and ``available_buckets``."""
+    count = sum(served)
+    return {"fraction": round(count / len(served), 4) if served else None,
+            "buckets": len(served), "available_buckets": count}
 
 
 def _rate(count: int, first: float | None, last: float | None) -> float | None:

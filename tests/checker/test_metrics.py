@@ -48,29 +48,50 @@ def test_latency_without_confirms_is_empty_not_zero() -> None:
 
 
 
-def test_availability_is_the_share_of_buckets_with_confirms_and_deliveries() -> None:
+def test_availability_is_per_kind_of_operation_over_the_workload() -> None:
+    """Ten seconds; a consumer attached for the last six; an outage at 4-6 s."""
     b = builder()
     for second in range(10):
         b.at(float(second))
+        if second == 4:
+            b.consume("c1")
         msg = f"p1-{second}"
         if second in (4, 5, 6):  # an outage: publishes time out, nothing arrives
             b.publish(msg, outcome="info")
             continue
         b.publish(msg)
-        b.deliver(msg)
+        if second > 4:
+            b.deliver(msg)
     b.at(10.0)
     b.drain(type="invoke")
     b.drain()
     data = run(b).data
     assert data["throughput"]["confirms"][:10] == [1, 1, 1, 1, 0, 0, 0, 1, 1, 1]
-    assert data["throughput"]["deliveries"][:10] == [1, 1, 1, 1, 0, 0, 0, 1, 1, 1]
-    assert data["availability"] == {"fraction": 0.7, "buckets": 10, "available_buckets": 7,
-                                    "bucket_s": 1.0}
+    assert data["throughput"]["deliveries"][:10] == [0, 0, 0, 0, 0, 0, 0, 1, 1, 1]
+    assert data["availability"] == {
+        "bucket_s": 1.0, "fraction": 0.7, "buckets": 10, "available_buckets": 7,
+        "publish": {"fraction": 0.7, "buckets": 10, "available_buckets": 7},
+        "consume": {"fraction": 0.5, "buckets": 6, "available_buckets": 3}}
 
 
-def test_a_bucket_with_confirms_but_no_deliveries_is_not_available() -> None:
+def test_without_consumers_availability_is_that_of_publishes_alone() -> None:
+    """A publish-only workload (confirms-survive-kill) is available while it confirms."""
+    b = builder()
+    for second in range(4):
+        b.at(float(second))
+        b.publish(f"p1-{second}")
+    b.at(4.0)
+    b.drain(type="invoke")
+    b.drain()
+    availability = run(b).data["availability"]
+    assert availability["fraction"] == 1.0 and "consume" not in availability
+
+
+def test_a_bucket_with_confirms_but_no_deliveries_to_attached_consumers_is_not_available(
+) -> None:
     b = builder()
     b.at(0.0)
+    b.consume("c1")
     b.publish("p1-1")
     b.at(1.0)
     b.publish("p1-2")
@@ -79,4 +100,5 @@ def test_a_bucket_with_confirms_but_no_deliveries_is_not_available() -> None:
     b.at(2.0)
     b.drain(type="invoke")
     b.drain()
-    assert run(b).data["availability"]["fraction"] == 0.5
+    availability = run(b).data["availability"]
+    assert availability["fraction"] == 0.5 and availability["publish"]["fraction"] == 1.0

@@ -67,7 +67,10 @@ def test_terminal_report_shows_verdict_counts_violations_faults_and_node_events(
     caveat = text[text.index("caveat: no-ack-in-flight: lost, 1 message"):].split("╰")[0]
     assert "p3-1" in caveat and "partition f2 → n3  5.000-7.000 s" in caveat
     assert f"{results['latency_ms']['confirm_p99']:g}" in text
-    assert "55.6% (5/9 buckets of 1.0 s)" in text
+    availability = results["availability"]
+    for kind in ("publish", "consume"):
+        assert f"{kind} {availability[kind]['fraction']:.0%}" in text, kind
+    assert "publish = share of the workload's seconds with a confirm" in text
     for line in ("kill f1 → n1", "partition f2 → n3", "latency f3 → n2"):
         assert re.search(rf"{line} +│ [\d.-]+ s +│ [·█]+", text), line
     assert re.search(r"2\.\d+ s │ n2 +│ promotion q \(previous=n1\) +│ n2", text)
@@ -133,8 +136,10 @@ def test_html_report_is_self_contained_with_fault_windows_and_series_from_the_re
     assert traces["confirms/s"]["y"] == results["throughput"]["confirms"]  # 1 s buckets
     assert traces["deliveries/s"]["y"] == results["throughput"]["deliveries"]
     assert traces["latency max"]["y"] == results["latency_over_time"]["max"]
-    assert traces["available"]["y"] == [int(bool(c and d)) for c, d in zip(
-        results["throughput"]["confirms"], results["throughput"]["deliveries"], strict=True)]
+    assert traces["publish served"]["y"] == [int(c > 0) for c in results["throughput"]["confirms"]]
+    assert traces["consume served"]["y"] == [
+        int(d > 0) for d in results["throughput"]["deliveries"]]
+    assert "consume = share of the seconds with a consumer attached" in page
     windows = sorted((s["x0"], s["x1"]) for s in layout["shapes"])
     assert windows == sorted((f["start"], f["end"]) for f in results["faults"]
                              for _ in range(3))  # one per subplot
