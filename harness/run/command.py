@@ -116,7 +116,11 @@ def summary(console: Console, outcome: RunOutcome) -> None:
     console.print(f"verdict: [{style}]{_verdict(valid)}[/{style}]  (exit {outcome.exit_code})")
     if outcome.error:
         console.print(f"[red]harness failure[/red]: {outcome.error}", highlight=False)
-    console.print(f"stored in {outcome.run_dir} (report.html, junit.xml)", markup=False)
+    stored = outcome.run_dir.resolve()
+    console.print(f"stored in {stored}", markup=False, soft_wrap=True)
+    for name in ("report.html", "junit.xml"):
+        if (stored / name).exists():  # whole paths, one a line, for a click or a copy
+            console.print(f"  {stored / name}", markup=False, soft_wrap=True)
 
 
 def _verdict(valid: object) -> str:

@@ -46,6 +46,9 @@ def test_smoke_on_processes_is_valid_and_stored(tmp_path: Path) -> None:
     assert "seed 42" in done.stderr and "verdict: valid" in done.stdout
     run_dir = (store / "latest").resolve()
     assert run_dir.parent == store / "smoke" and run_dir.name.endswith("-seed42")
+    # the last lines name the stored run and its reports by their whole paths
+    assert done.stdout.splitlines()[-2:] == [f"  {run_dir / 'report.html'}",
+                                             f"  {run_dir / 'junit.xml'}"]
     results = json.loads((run_dir / "results.json").read_text())
     assert results.keys() >= RESULT_KEYS and results["counts"].keys() >= COUNT_KEYS
     assert results["valid"] is True and results["seed"] == 42
