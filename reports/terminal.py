@@ -34,23 +34,29 @@ _VERDICT_STYLE = {"VALID": "bold white on green", "INVALID": "bold white on red"
                   "UNKNOWN": "bold black on yellow"}
 IDS_SHOWN = 20  # message ids listed per anomaly; results.json has them all
 NODE_EVENTS_SHOWN = 40
-_TRACK = 40  # characters of the fault timeline's time axis
+_TRACK = 40  # characters of the fault timeline's time axis, at most
+# Narrower than this, the performance figures go one a row, not one a column, and the
+# fault timeline's axis shrinks (or goes, below _TRACK_MIN), so nothing is cut short.
+WIDE = 110
+_TRACK_MIN = 12
 
 
 def render(run: RunReport | str | Path, console: Console | None = None) -> None:
     """Print the report of ``run`` (a loaded run, or a run directory / history file as
     ``mirrorchaos check`` takes it) to ``console`` (stdout by default)."""
     report = run if isinstance(run, RunReport) else load(run)
-    (console or Console()).print(*sections(report))
+    console = console or Console()
+    console.print(*sections(report, console.width))
 
 
-def sections(report: RunReport) -> list[RenderableType]:
+def sections(report: RunReport, width: int = WIDE) -> list[RenderableType]:
+    """The report's parts, laid out for a terminal ``width`` columns wide."""
     results = report.results
     parts: list[RenderableType] = [_verdict(results), _counts(results), _checkers(results)]
     parts.extend(_anomaly_panels(results))
-    parts.append(_performance(results))
+    parts.append(_performance(results, wide=width >= WIDE))
     if results.get("faults"):
-        parts.append(_fault_timeline(report))
+        parts.append(_fault_timeline(report, track=min(_TRACK, width - 68)))
     if report.node_events:
         parts.append(_node_events(report))
     return parts
@@ -119,36 +125,50 @@ def _anomaly_panels(results: dict[str, Any]) -> list[RenderableType]:
     return panels
 
 
-def _performance(results: dict[str, Any]) -> RenderableType:
+def _performance(results: dict[str, Any], *, wide: bool) -> RenderableType:
+    """Latency percentiles, throughput and availability: as one row of columns when
+    ``wide``, else as rows of figure and value."""
     latency = results.get("latency_ms") or {}
-    table = Table(title="Confirm latency (ms) and throughput", title_justify="left",
-                  caption=AVAILABILITY_DEFINITION, caption_justify="left")
-    figures = [(label, latency.get(key)) for label, key in LATENCY_FIGURES]
-    for label, _ in figures:
-        table.add_column(label, justify="right")
-    for name in ("confirms", "confirms/s", "deliveries/s", "availability"):
-        table.add_column(name, justify="right")
     throughput = results.get("throughput") or {}
-    shares = "\n".join(f"{kind} {fraction:.0%}"
-                        for kind, fraction in availability_shares(results))
-    table.add_row(*(number(value) for _, value in figures), str(latency.get("confirms", 0)),
-                  number(throughput.get("confirms_per_s")),
-                  number(throughput.get("deliveries_per_s")), shares or "n/a")
-    return table
+    figures = [(f"confirm {label} (ms)" if not wide else label, number(latency.get(key)))
+               for label, key in LATENCY_FIGURES]
+    figures += [("confirms", str(latency.get("confirms", 0))),
+                ("confirms/s", number(throughput.get("confirms_per_s"))),
+                ("deliveries/s", number(throughput.get("deliveries_per_s")))]
+    shares = [(f"availability {kind}", f"{fraction:.1%}")
+              for kind, fraction in availability_shares(results)]
+    table = Table(title="Confirm latency (ms) and throughput", title_justify="left")
+    if wide:
+        for label, _ in [*figures, *shares]:
+            table.add_column(label.removeprefix("availability "), justify="right")
+        table.add_row(*(value for _, value in [*figures, *shares]))
+    else:
+        table.add_column("figure")
+        table.add_column("value", justify="right")
+        for label, value in [*figures, *shares]:
+            table.add_row(label, value)
+    return Group(table, Text(AVAILABILITY_DEFINITION, style="dim"))
 
 
-def _fault_timeline(report: RunReport) -> RenderableType:
+def _fault_timeline(report: RunReport, track: int = _TRACK) -> RenderableType:
+    """One row a fault; a time axis ``track`` characters wide, none below _TRACK_MIN."""
     length = run_length(report) or 1.0
-    table = Table(title=f"Faults (timeline 0-{length:.1f} s)", title_justify="left")
-    for column in ("fault", "when", "timeline", "notes"):
+    shown = track >= _TRACK_MIN
+    title = f"Faults (timeline 0-{length:.1f} s)" if shown else "Faults"
+    table = Table(title=title, title_justify="left")
+    for column in ("fault", "when", *(("timeline",) if shown else ()), "notes"):
         table.add_column(column)
     for fault in report.results.get("faults") or []:
-        first = min(int(fault["start"] / length * _TRACK), _TRACK - 1)
-        last = max(first + 1, round(fault_end(fault, length) / length * _TRACK))
-        bar = Text("·" * first)
-        bar.append("█" * (last - first), style="red" if fault.get("applied", True) else "dim")
-        bar.append("·" * (_TRACK - last))
-        table.add_row(fault_label(fault), fault_span(fault), bar, fault_notes(fault))
+        bar = Text()
+        if shown:
+            first = min(int(fault["start"] / length * track), track - 1)
+            last = max(first + 1, round(fault_end(fault, length) / length * track))
+            bar.append("·" * first)
+            bar.append("█" * (last - first),
+                       style="red" if fault.get("applied", True) else "dim")
+            bar.append("·" * (track - last))
+        table.add_row(fault_label(fault), fault_span(fault), *((bar,) if shown else ()),
+                      fault_notes(fault))
     return table
 
 

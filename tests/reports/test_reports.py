@@ -39,10 +39,21 @@ def _healthy(folder: Path) -> Path:
     return write_run(folder, b)
 
 
-def _terminal(run: Path) -> str:
-    console = Console(record=True, width=200, file=io.StringIO())
+def _terminal(run: Path, width: int = 200) -> str:
+    console = Console(record=True, width=width, file=io.StringIO())
     render(run, console)
     return console.export_text()
+
+
+def test_at_80_columns_the_terminal_report_changes_layout_rather_than_cut(
+        troubled: Path) -> None:
+    text = _terminal(troubled, width=80)
+    results = read_results(troubled)
+    assert "…" not in text and max(map(len, text.splitlines())) <= 80
+    assert re.search(rf"confirm p99 \(ms\) +│ +{results['latency_ms']['confirm_p99']:g} │", text)
+    fraction = results["availability"]["consume"]["fraction"]
+    assert re.search(rf"availability consume +│ +{fraction:.1%} │", text)
+    assert "kill f1 → n1" in text  # the fault table is whole
 
 
 def test_the_fixture_run_has_the_anomalies_the_tests_expect(troubled: Path) -> None:
@@ -69,7 +80,7 @@ def test_terminal_report_shows_verdict_counts_violations_faults_and_node_events(
     assert f"{results['latency_ms']['confirm_p99']:g}" in text
     availability = results["availability"]
     for kind in ("publish", "consume"):
-        assert f"{kind} {availability[kind]['fraction']:.0%}" in text, kind
+        assert f"{availability[kind]['fraction']:.1%}" in text, kind
     assert "publish = share of the workload's seconds with a confirm" in text
     for line in ("kill f1 → n1", "partition f2 → n3", "latency f3 → n2"):
         assert re.search(rf"{line} +│ [\d.-]+ s +│ [·█]+", text), line
