@@ -148,18 +148,24 @@ class Coordinator:
     def write_record(self, record: QueueRecord) -> None:
         self._broadcast_meta([self.meta.put(record.key, record.to_json())])
 
-    def _received_meta(self, peer: str, payload: bytes) -> None:
-        applied = False
+    def _received_meta(self, peer: str, fields: dict[str, Any], payload: bytes) -> None:
+        news = []
         for data in json.loads(payload):
             update = Update.from_json(data)
             if self.meta.apply(update):
                 self._apply(update.key, update.value)
-                applied = True
-        if applied:
+                news.append(data)
+        if news:
             # Every node keeps the cluster's durable definitions (queues mastered
             # elsewhere too): whichever node starts first after a full stop has them.
             self.broker.save_definitions()
-        if peer in self.awaiting:
+            # Passed on to the other peers: a write its node sent us may not have
+            # reached them (a link that dropped it, a node that died right after).
+            relay = json.dumps(news).encode()
+            for other in self.running:
+                if other != peer:
+                    self.send(other, Envelope("meta", {"r": 1}, relay))
+        if peer in self.awaiting and not fields.get("r"):  # its snapshot, not a relay
             self.awaiting.discard(peer)
             if not self.awaiting:
                 self.stop_waiting()
@@ -807,7 +813,7 @@ class Coordinator:
             self._forget(fields["node"])
             return
         if kind == "meta":
-            self._received_meta(peer, envelope.payload)
+            self._received_meta(peer, envelope.fields, envelope.payload)
             return
         if kind == "q.confirm":
             for sender, uid, pubids in decode_confirms(envelope.payload):

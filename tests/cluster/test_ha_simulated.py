@@ -260,3 +260,23 @@ def test_after_a_promotion_the_new_master_is_not_listed_as_a_synchronised_mirror
     shown = queue_json(sim.brokers["n2"], queue)
     assert shown["node"] == "n2"
     assert shown["slave_nodes"] == shown["synchronised_slave_nodes"] == ["n3"]
+
+
+def test_a_metadata_write_lost_on_one_link_reaches_that_peer_through_another() -> None:
+    """The delete's message from n1 to n2 is lost (a black-holed link, then n1 dies):
+    n3 passes on what it learnt, so n2 drops the queue too and the nodes agree. (Had
+    n2 seen n1 die first, its promotion would write the queue's record anew, newer than
+    the delete: the window the relay leaves is its own latency.)"""
+    sim = mirrored_queue(23)
+    client = sim.client("n1")
+    client.send(1, commands.Queue.Delete(queue="ha.q"))
+    sim._collect()
+    lost = [m for m in sim.links[("n1", "n2")] if b'"meta"' in m]
+    assert lost, "the delete's metadata for n2"
+    for message in lost:
+        sim.links[("n1", "n2")].remove(message)
+    sim.move("n1", "n3")
+    sim.move("n3", "n2")  # what n3 passes on, before n1 dies
+    sim.kill("n1")
+    sim.pump()
+    assert all("ha.q" not in sim.brokers[n].vhosts["/"].queues for n in ("n2", "n3"))
