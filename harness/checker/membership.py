@@ -25,6 +25,7 @@ from harness.checker.result import Fault
 from harness.history.model import (
     CRASH_FAULTS,
     PARTITION_FAULT,
+    POLICY_FAULT,
     SHUTDOWN_FAULTS,
     Header,
     QueueConfig,
@@ -73,7 +74,7 @@ def changes_from(faults: Iterable[Fault], syncs: Iterable[tuple[float, str]],
         elif f.kind == "sync" and back and not f.detail.get("cancelled"):
             assert f.end is not None
             changes.append(Change(f.end, SYNC, queue=f.detail.get("queue"), fault=f))
-        elif f.kind == "policy":
+        elif f.kind == POLICY_FAULT:
             queue, pattern = f.detail.get("queue"), f.detail.get("pattern")
             changes.append(Change(f.start, POLICY, queue=queue, pattern=pattern,
                                   definition=f.detail["definition"], fault=f))

@@ -40,6 +40,7 @@ OPS = CLIENT_OPS | FAULT_OPS | NODE_OPS
 CRASH_FAULTS = frozenset({"kill", "power-loss", "pause", "restart"})
 SHUTDOWN_FAULTS = frozenset({"stop"})
 PARTITION_FAULT = "partition"
+POLICY_FAULT = "policy"
 
 
 @dataclass(frozen=True)

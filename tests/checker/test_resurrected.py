@@ -252,3 +252,13 @@ def test_a_redelivery_after_a_reject_without_requeue_is_a_violation() -> None:
 
 def test_a_redelivery_after_a_reject_with_requeue_is_what_was_asked() -> None:
     assert violated(run(_refused_at_1(requeue=True)), "resurrected") == []
+
+
+def test_a_policy_change_of_the_queue_near_the_ack_may_hand_it_over_without_it() -> None:
+    """The master hands over to a synchronised mirror when a new policy leaves its node
+    out; an ack on its way is then lost as in a graceful stop."""
+    for at, pattern, valid in ((2.0, "^p", False), (2.0, "^q", True), (4.0, "^q", False)):
+        b = _acked_at_1()
+        b.at(at).heal(b.fault("policy", pattern=pattern,
+                              definition={"ha-mode": "nodes", "ha-params": ["n2", "n3"]}))
+        assert run(_redelivered_at_10(b)).valid is valid, (at, pattern)
