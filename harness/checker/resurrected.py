@@ -19,7 +19,6 @@ copy from before the ack, read off a socket the broker was closing.
 
 from __future__ import annotations
 
-import re
 from array import array
 from collections.abc import Mapping
 from typing import NamedTuple
@@ -28,6 +27,7 @@ from harness.checker.anomalies import Grouper
 from harness.checker.compose import Streaming
 from harness.checker.ledger import ACKED
 from harness.checker.membership import (
+    POLICY,
     changes_from,
     master_at,
     possible_masters,
@@ -37,7 +37,7 @@ from harness.checker.protocol import Handler, Observer
 from harness.checker.record import is_failure, is_link_fault, may_take_away, touches
 from harness.checker.result import Fault, Result
 from harness.checker.run import Run
-from harness.history.model import PARTITION_FAULT, POLICY_FAULT, Event
+from harness.history.model import PARTITION_FAULT, Event
 
 GRACE_S = 2.0
 _UNNAMED = 255
@@ -160,7 +160,10 @@ class _Resurrected:
                         for f in faults)
                     or any(is_link_fault(f) and f.overlaps(a.acked - g, a.acked + g)
                            and _on_the_way(f, a.acker_node, master) for f in faults)
-                    or any(_may_hand_over(f, a.queue, a.acked, g) for f in faults)
+                    # a policy leaving the master's node out hands the queue over to a
+                    # synchronised mirror, which requeues what it had not heard was acked
+                    or any(c.kind == POLICY and c.applies_to(a.queue)
+                           and abs(c.time - a.acked) <= g for c in changes)
                     or any(down < a.time and back > a.acked
                            for down, back in replays[a.queue].outages)):
                 allowed += 1
@@ -173,20 +176,6 @@ class _Resurrected:
         counts = {"resurrected": len(violations), "resurrected_allowed": allowed}
         return Result(Resurrected.name, not violations, counts,
                       violations.anomalies(timeline))
-
-
-def _may_hand_over(fault: Fault, queue: str, acked: float, grace: float) -> bool:
-    """Whether ``fault`` is a policy change of ``queue`` (or its restore) within
-    ``grace`` of an ack: a policy that no longer wants the master's node hands the queue
-    over to a synchronised mirror, which requeues what the master had not told it was
-    acked (as a graceful stop would)."""
-    if fault.kind != POLICY_FAULT:
-        return False
-    pattern = fault.detail.get("pattern")
-    if fault.detail.get("queue") not in (None, queue) or (
-            pattern is not None and re.match(pattern, queue) is None):
-        return False
-    return any(t is not None and abs(t - acked) <= grace for t in (fault.start, fault.end))
 
 
 def _on_the_way(fault: Fault, acker_node: str | None, master: str) -> bool:
