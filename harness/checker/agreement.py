@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.checker.compose import Streaming
-from harness.checker.membership import POLICY, changes_from, covers, replayed
+from harness.checker.membership import POLICY, Change, changes_from, covers, replayed
 from harness.checker.protocol import Handler, Observer
 from harness.checker.result import Anomaly, Result
 from harness.checker.run import Run
@@ -118,7 +118,11 @@ class _Agreement:
             self.unasked.append({"node": node, "phase": phase, "error": ev.get("error")})
 
     def finish(self) -> Result:
-        caveat = _SPLIT_BRAIN_CAVEAT.get(self.run.header.partition_handling)
+        run = self.run
+        policy_changes = [c for c in changes_from(run.timeline.faults(), (), run.header.nodes,
+                                                  run.header.partition_handling)
+                          if c.kind == POLICY]
+        caveat = _SPLIT_BRAIN_CAVEAT.get(run.header.partition_handling)
         violations: list[Anomaly] = []
         caveats: list[Anomaly] = []
         for phase, nodes in self.phases.items():
@@ -128,7 +132,7 @@ class _Agreement:
             found = _compare(phase, steady, set(self.churned))
             if phase in PLACED_PHASES or phase.startswith(SETTLED_PREFIX):
                 split = {a.queue for a in found if a.kind == SplitBrain.name}  # said already
-                policies = self._policies(self.times[phase])
+                policies = self._policies(policy_changes, self.times[phase])
                 found += unreplicated(phase, steady, {q: policy for q, policy in
                                                       policies.items() if q not in split})
             for anomaly in found:
@@ -146,16 +150,12 @@ class _Agreement:
         return Result(self.kind, not violations, counts, violations, caveats, data)
 
 
-    def _policies(self, time: float) -> dict[str, Mapping[str, Any]]:
+    def _policies(self, changes: list[Change], time: float) -> dict[str, Mapping[str, Any]]:
         """Each workload queue's policy at ``time``, by the harness's record: the
         header's, as the run's policy changes (and their heals) left it."""
-        run = self.run
-        faults = [f for f in run.timeline.faults() if f.applied and f.start <= time]
-        changes = [c for c in changes_from(faults, (), run.header.nodes,
-                                           run.header.partition_handling)
-                   if c.kind == POLICY and c.time <= time]
-        return {queue: replayed(run.header, changes, queue).policy
-                for queue in run.header.queues}
+        header = self.run.header
+        before = [c for c in changes if c.time <= time]
+        return {queue: replayed(header, before, queue).policy for queue in header.queues}
 
 
 def _compare(phase: str, nodes: Mapping[str, Mapping[str, Report]],
