@@ -65,6 +65,16 @@ def _drop_cut_and_kill(at: float) -> list[dict[str, object]]:
             *_cut_and_kill(at + _DROP)]
 
 
+def _last_replica(at: float) -> list[dict[str, object]]:
+    """Both queues synchronised, the eldest mirror killed, then the master cut off and
+    killed: the one mirror left is promoted as the queue's last replica and must enqueue
+    and confirm the publishes it held that the master never ordered. Only where a lone
+    node keeps running (not under pause_minority)."""
+    return [_step(at, "sync-queue", {"queue": "q2"}),
+            _step(at + 0.3, "sync-queue", {"queue": "q1"}),
+            _step(at + 0.8, "kill", {"nodes": "mirror"}), *_cut_and_kill(at + 1.3)]
+
+
 def _full_restart(at: float) -> list[dict[str, object]]:
     """Every node stopped gracefully one at a time, the master last (it then holds what
     the others missed; under pause_minority it would pause instead), and all started
@@ -215,19 +225,20 @@ DETECTION: tuple[Scenario, ...] = (
              phases=Phases(warmup=3.0, faults=50.0, recovery=6.0, promotion_drain=True)),
     Scenario("gauntlet-autoheal", "autoheal partition handling: the master cut off past "
              "failure detection and healed (the smaller side must restart, and the nodes "
-             "agree again), a cut and kill "
-             "of the master, a power loss of every node (unsynced writes lost), every node "
-             "stopped, the master last, and started in the order they stopped; then a drain "
-             "by promotion",
+             "agree again), a cut and kill of the master, the eldest mirror killed and "
+             "then the master (the last replica takes over alone), a power loss of every "
+             "node (unsynced writes lost), every node stopped, the master last, and started "
+             "in the order they stopped; then a drain by promotion",
              partition_handling="autoheal",
              policy={"ha-mode": "all", "ha-sync-mode": "automatic"}, workload=_GAUNTLET,
              nemesis=NemesisSpec("sequence", options={"steps": [
                  _step(0.0, "partition", _ISOLATE_MASTER), _step(6.0, "heal"),
                  _step(6.5, SETTLED_STATE),
                  *_cut_and_kill(12.0), _step(15.0, "heal"),
-                 _step(19.0, "power-loss", {"nodes": "all"}), _step(21.0, "heal"),
-                 *_full_restart(24.0)]}),
-             phases=Phases(warmup=3.0, faults=28.0, recovery=6.0, promotion_drain=True)),
+                 *_last_replica(17.0), _step(21.5, "heal"),
+                 _step(24.5, "power-loss", {"nodes": "all"}), _step(26.5, "heal"),
+                 *_full_restart(29.5)]}),
+             phases=Phases(warmup=3.0, faults=33.5, recovery=6.0, promotion_drain=True)),
     Scenario("gauntlet-promote", "ha-promote-on-failure when-synced: masters cut off and "
              "killed until no mirror is synchronised, then the master killed again (the queue "
              "must wait for it rather than promote an empty mirror); the policy cut to two "
