@@ -15,8 +15,10 @@ A loss is a caveat only when one of these preconditions holds in the harness's r
     the drain: unavailable rather than lost ("the loss of a node will render its queues
     unavailable").
 ``partition-split-brain``
-    A network partition overlapped its life under ``ignore`` or ``autoheal`` partition
-    handling ("it will not cope seamlessly with network partitions").
+    A network partition the nodes could detect (it lasted the detection time before it
+    ended or a crash took the nodes it cut off) overlapped its life under ``ignore`` or
+    ``autoheal`` partition handling ("it will not cope seamlessly with network
+    partitions").
 ``no-ack-in-flight``
     A no-ack consumer of its queue lost its connection, was cancelled by the broker, or
     its node or the queue's master failed, after the publish ("messages in flight to
@@ -36,6 +38,7 @@ from harness.checker.membership import (
     master_at,
     replayed,
 )
+from harness.checker.record import detected
 from harness.checker.timeline import Timeline
 from harness.history.model import (
     CRASH_FAULTS,
@@ -65,7 +68,10 @@ class LossRules:
         self.changes: list[Change] = changes_from(faults, timeline.syncs, header.nodes,
                                                   header.partition_handling)
         self._change_times = [c.time for c in self.changes]
-        self._partitions = [f for f in faults if f.applied and f.kind == PARTITION_FAULT]
+        # A cut the nodes never saw as a partition (it ended, or a crash took the nodes it
+        # cut off, before failure detection) leaves no two sides to split.
+        self._partitions = [f for f in faults if f.applied and f.kind == PARTITION_FAULT
+                            and detected(f, faults)]
         self._breaks: dict[str, list[float]] = {}
         points = set(self._change_times)
         for f in faults:

@@ -51,10 +51,10 @@ def may_take_away(fault: Fault, node: str | None, nodes: tuple[str, ...],
     if takes_away(fault, node, nodes, partition_handling):
         return True
     return (fault.kind == PARTITION_FAULT and partition_handling == "pause_minority"
-            and touches(fault, node) and _detected(fault, faults))
+            and touches(fault, node) and detected(fault, faults))
 
 
-def _detected(partition: Fault, faults: Sequence[Fault]) -> bool:
+def detected(partition: Fault, faults: Sequence[Fault]) -> bool:
     """Whether the nodes could see ``partition`` as one: it lasted the detection time
     before it ended or a crash or stop took every node it cut off (a dead node's links
     close at once: no race)."""

@@ -208,7 +208,8 @@ def test_a_policy_change_for_another_queue_changes_nothing_here() -> None:
 def test_partition_under_ignore_is_a_split_brain_caveat() -> None:
     b = builder(partition_handling="ignore")
     b.publish("p1-1")
-    b.heal(b.fault("partition", ["n1"]))
+    cut = b.fault("partition", ["n1"])
+    b.at(b.now + 2.5).heal(cut)
     b.drain()
     assert excused(run(b), "partition-split-brain") == ["p1-1"]
 
@@ -216,9 +217,24 @@ def test_partition_under_ignore_is_a_split_brain_caveat() -> None:
 def test_partition_under_autoheal_is_a_split_brain_caveat() -> None:
     b = builder(partition_handling="autoheal")
     b.publish("p1-1")
-    b.heal(b.fault("partition", grudge={"n3": ["n1", "n2"], "n1": ["n3"], "n2": ["n3"]}))
+    cut = b.fault("partition", grudge={"n3": ["n1", "n2"], "n1": ["n3"], "n2": ["n3"]})
+    b.at(b.now + 2.5).heal(cut)
     b.drain()
     assert excused(run(b), "partition-split-brain") == ["p1-1"]
+
+
+def test_a_cut_the_nodes_never_detected_is_no_split_brain() -> None:
+    """Healed within the detection time, or the node it cut off killed within it: no
+    two sides ever served apart, so a loss is judged as the kill's."""
+    for kill in (False, True):
+        b = builder(members=("n1", "n2"), partition_handling="autoheal")
+        b.publish("p1-1")
+        cut = b.fault("partition", ["n1"])
+        if kill:
+            b.at(b.now + 0.8).fault("kill", ["n1"])
+        b.at(b.now + (3.0 if kill else 1.0)).heal(cut)
+        b.drain()
+        assert violated(run(b), "lost") == ["p1-1"], kill
 
 
 def test_a_partition_that_ended_before_the_publish_excuses_nothing() -> None:

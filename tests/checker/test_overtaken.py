@@ -91,6 +91,7 @@ def test_a_message_never_delivered_is_left_to_lost() -> None:
 
 
 def test_a_message_a_split_brain_may_have_lost_is_a_caveat() -> None:
-    result = _overtaken(_passed_over(fault="partition", partition_handling="autoheal"))
+    result = _overtaken(_passed_over(heal_at=3.0, fault="partition",
+                                     partition_handling="autoheal"))
     assert result.valid is True
     assert excused(result, "partition-split-brain") == ["p1-0"]
