@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 from harness.checker.anomalies import Grouper
 from harness.checker.compose import Streaming
-from harness.checker.ledger import ACKED
+from harness.checker.ledger import ACKED, ProducerLog
 from harness.checker.membership import (
     POLICY,
     changes_from,
@@ -94,6 +94,11 @@ class _Resurrected:
         log = self.run.log
         if log is None or ev.type != "ok" or not log.count[ev.seq]:
             return  # an ack of nothing delivered cannot be the broker's to keep
+        self._settled(log, ev)
+
+    def _settled(self, log: ProducerLog, ev: Event) -> None:
+        """Keep when and by whom ``ev`` settled its message: an ack, a discard, or a
+        delivery in no-ack mode (settled as it is sent)."""
         seq = ev.seq
         kept = self.acks.get(log.name)
         if kept is None:
@@ -124,8 +129,14 @@ class _Resurrected:
 
     def delivery(self, ev: Event) -> None:
         log = self.run.log
-        if log is None or not log.flags[ev.seq] & ACKED:
+        if log is None:
             return
+        if log.flags[ev.seq] & ACKED:
+            self._again(log, ev)
+        if ev.type == "ok" and self.run.delivery_mode(ev) == "no-ack":
+            self._settled(log, ev)
+
+    def _again(self, log: ProducerLog, ev: Event) -> None:
         kept = self.acks.get(log.name)
         seq = ev.seq
         index = kept[1][seq] if kept is not None and seq < len(kept[1]) else 0

@@ -102,7 +102,18 @@ class Run:
                 log.count[ev.seq] = count + 1
             if not ev.redelivered:
                 log.flags[ev.seq] |= UNFLAGGED
+            if self.delivery_mode(ev) == "no-ack":
+                log.flags[ev.seq] |= ACKED  # settled as it is sent
         self.timeline.consumed(ev)
+
+    def delivery_mode(self, ev: Event) -> str | None:
+        """``ack`` or ``no-ack``: the delivery's own ``mode``, else its consumer
+        session's; None when neither says."""
+        if ev.mode is None and ev.op == "deliver":
+            assert ev.queue is not None
+            session = self.timeline.open_session(ev.process, ev.queue)
+            return session.mode if session is not None else None
+        return ev.mode
 
     def _get(self, ev: Event) -> None:
         if ev.msg is not None:

@@ -52,11 +52,7 @@ class _LostUnacked:
         if msg is None or self.run.log is None:
             return
         assert queue is not None
-        mode = ev.mode
-        if mode is None and ev.op == "deliver":
-            session = self.run.timeline.open_session(ev.process, queue)
-            mode = session.mode if session is not None else None
-        if mode == "ack":
+        if self.run.delivery_mode(ev) == "ack":
             self.pending[msg] = (ev.time, ev.process, queue)
         else:
             self.pending.pop(msg, None)

@@ -262,3 +262,22 @@ def test_a_policy_change_of_the_queue_near_the_ack_may_hand_it_over_without_it()
         b.at(at).heal(b.fault("policy", pattern=pattern,
                               definition={"ha-mode": "nodes", "ha-params": ["n2", "n3"]}))
         assert run(_redelivered_at_10(b)).valid is valid, (at, pattern)
+
+
+def test_a_redelivery_after_a_no_ack_delivery_is_a_violation_unless_a_failure_excuses_it(
+) -> None:
+    """A no-ack delivery settles the message as it is sent: a later delivery of it is
+    a resurrection, unless the master failed within the grace period (the take may
+    not have reached the mirrors)."""
+    for kill_at, valid in ((None, False), (1.5, True)):
+        b = builder()
+        b.connect("a1", node="n2")
+        b.consume("a1", mode="no-ack", node="n2")
+        b.connect("c2", node="n3")
+        b.consume("c2", node="n3")
+        b.publish("p1-1")
+        b.at(1.0).deliver("p1-1", "a1", mode="no-ack", node="n2")
+        if kill_at is not None:
+            b.at(kill_at).heal(b.fault("kill", ["n1"]))
+        result = run(_redelivered_at_10(b))
+        assert part(result, "resurrected").valid is valid, kill_at
