@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 VIOLATION_KINDS = frozenset({
     "lost", "lost-unacked", "duplicate", "resurrected", "reordered", "cancel-missing",
     "cancel-unexpected", "stalled", "overtaken", "split-brain", "disagreement",
-    "wrong-promotion", "undeleted", "under-replicated",
+    "wrong-promotion", "undeleted", "under-replicated", "over-replicated",
 })
 
 
@@ -94,7 +94,8 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
     Breakage("drop-held-publishes",
              "on promotion, publishes a mirror held but the old master never ordered are "
              "dropped (and confirmed) instead of enqueued",
-             ("lost",), "master killed under publish load from other nodes"),
+             ("lost",), "the eldest mirror killed, then the master under publish load from "
+             "the other node, where a lone node keeps running (autoheal)"),
     Breakage("no-fsync", "persistent messages are confirmed without the fsync",
              ("lost",), "a power loss (the power-loss fault: SIGKILL, then every write not "
              "fsynced is lost, on lazyfs); a plain kill leaves the page cache"),
@@ -111,6 +112,11 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              ("under-replicated",),
              "a mirror killed under ha-mode exactly with a node to spare, and the cluster "
              "asked before it comes back"),
+    Breakage("keeps-unwanted-mirrors",
+             "a policy that wants fewer replicas drops none of the mirrors it no longer "
+             "covers", ("over-replicated",),
+             "a set-policy to ha-mode exactly with fewer replicas than running nodes, then "
+             "the cluster asked"),
     Breakage("forget-deletions",
              "a deleted record (a queue, an exchange, a binding, ...) leaves no tombstone, "
              "so a node that missed the delete brings it back", ("undeleted",),
@@ -155,6 +161,7 @@ class Breaks:
     pause_minority_ignored: bool = False
     no_remirror: bool = False
     no_spare_mirror: bool = False
+    keeps_unwanted_mirrors: bool = False
     forget_deletions: bool = False
     autoheal_no_restart: bool = False
     boot_no_wait: bool = False

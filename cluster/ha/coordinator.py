@@ -410,7 +410,8 @@ class Coordinator:
                 if not self.breaks.instant_sync:
                     queue.join_seq[member] = copy.next_seq
                 added.append(member)
-        unwanted = [m for m in record.mirrors if node_of(m) not in wanted]
+        unwanted = [] if self.breaks.keeps_unwanted_mirrors else [
+            m for m in record.mirrors if node_of(m) not in wanted]
         successor = next((m for m in view.members[1:] if node_of(m) in wanted and (
             m in record.synced or self.breaks.unsynced_handover)), None)
         if not master_fits(definition, self.node) and successor is not None:

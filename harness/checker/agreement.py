@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.checker.compose import Streaming
-from harness.checker.membership import POLICY, Change, changes_from, covers, replayed
+from harness.checker.membership import POLICY, Change, beyond, changes_from, covers, replayed
 from harness.checker.protocol import Handler, Observer
 from harness.checker.result import Anomaly, Result
 from harness.checker.run import Run
@@ -77,6 +77,13 @@ class SyncIncomplete(Streaming):
 
 class UnderReplicated(Streaming):
     name = "under-replicated"
+
+    def start(self, run: Run) -> Observer:
+        return _Agreement(run, self.name)
+
+
+class OverReplicated(Streaming):
+    name = "over-replicated"
 
     def start(self, run: Run) -> Observer:
         return _Agreement(run, self.name)
@@ -133,7 +140,7 @@ class _Agreement:
             if phase in PLACED_PHASES or phase.startswith(SETTLED_PREFIX):
                 split = {a.queue for a in found if a.kind == SplitBrain.name}  # said already
                 policies = self._policies(policy_changes, self.times[phase])
-                found += unreplicated(phase, steady, {q: policy for q, policy in
+                found += misplaced(phase, steady, {q: policy for q, policy in
                                                       policies.items() if q not in split})
             for anomaly in found:
                 if anomaly.kind != self.kind:
@@ -236,10 +243,11 @@ def behind_master(queue: str, own: Report,
     return differing
 
 
-def unreplicated(phase: str, nodes: Mapping[str, Mapping[str, Report]],
-                 policies: Mapping[str, Mapping[str, Any]]) -> list[Anomaly]:
+def misplaced(phase: str, nodes: Mapping[str, Mapping[str, Report]],
+              policies: Mapping[str, Mapping[str, Any]]) -> list[Anomaly]:
     """Queues (of ``policies``: queue -> the policy in force) whose master lists no
-    replica on an answering node that the policy covers."""
+    replica on an answering node that the policy covers (``under-replicated``), or
+    mirrors the policy does not allow (``over-replicated``)."""
     found = []
     for queue, policy in policies.items():
         own = next((qs[queue] for n, qs in nodes.items()
@@ -254,6 +262,12 @@ def unreplicated(phase: str, nodes: Mapping[str, Mapping[str, Report]],
                                  f"at {phase}, {queue} under {dict(policy)} has "
                                  f"replicas on {', '.join(members)} only, not on the running "
                                  f"{', '.join(missing)}", queue=queue))
+        extra = beyond(policy, members)
+        if extra:
+            found.append(Anomaly("over-replicated", [members[0], *extra],
+                                 f"at {phase}, {queue} under {dict(policy)} has "
+                                 f"replicas on {', '.join(members)}: the policy does not "
+                                 f"allow the mirrors on {', '.join(extra)}", queue=queue))
     return found
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from harness.checker.agreement import (
     Disagreement,
+    OverReplicated,
     SplitBrain,
     SyncIncomplete,
     UnderReplicated,
@@ -33,9 +34,8 @@ def default_checkers(bucket_s: float = 1.0) -> list[StreamingChecker]:
     """One checker per concern; each becomes one JUnit test case in reports."""
     return [Completeness(), Lost(), LostUnacked(), Unexpected(), Duplicates(), Resurrected(),
             Recovered(), Ordering(), Overtaken(), CancelMissing(), CancelUnexpected(), Stalls(),
-            Disagreement(), SplitBrain(), SyncIncomplete(), UnderReplicated(), Undeleted(),
-            WrongPromotion(), Latency(bucket_s),
-            Throughput(bucket_s)]
+            Disagreement(), SplitBrain(), SyncIncomplete(), UnderReplicated(), OverReplicated(),
+            Undeleted(), WrongPromotion(), Latency(bucket_s), Throughput(bucket_s)]
 
 
 def check(history: History, checkers: list[StreamingChecker] | None = None) -> Result:

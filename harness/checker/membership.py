@@ -126,6 +126,23 @@ def covers(policy: Mapping[str, Any], node: str, members: list[str]) -> bool:
     return False  # not mirrored: the queue lives on its master alone
 
 
+def beyond(policy: Mapping[str, Any], members: list[str]) -> list[str]:
+    """The mirrors of ``members`` (master first) that the policy does not allow: past
+    its count under ``exactly``, on a node it does not name under ``nodes`` (the master
+    may stay off the list until a mirror there is synchronised, seed 004), any under a
+    policy that does not mirror."""
+    mode = policy.get("ha-mode")
+    params = policy.get("ha-params")
+    mirrors = members[1:]
+    if mode == "all":
+        return []
+    if mode == "nodes":
+        return [m for m in mirrors if not isinstance(params, list) or m not in params]
+    if mode == "exactly":
+        return members[params:] if isinstance(params, int) and params >= 1 else []
+    return mirrors
+
+
 def kept_by(policy: Mapping[str, Any], members: list[str]) -> list[str]:
     """The members a new policy keeps; the master always stays (SPEC §2.3)."""
     params = policy.get("ha-params")

@@ -14,7 +14,7 @@ from typing import Any
 
 from faults.management import Management, ManagementError
 from faults.nemesis import HEAL, Op
-from harness.checker.agreement import behind_master, unreplicated
+from harness.checker.agreement import behind_master, misplaced
 from harness.scenarios.nemesis import SETTLED_STATE
 from harness.workload import Recorder
 
@@ -100,7 +100,8 @@ def replicas_agree(reports: Reports) -> bool:
 def settled(reports: Reports, queues: Collection[str] = ()) -> bool:
     """Every node answered, all name the same queues with the same master and mirrors
     (message counts may differ while clients work), and each of ``queues`` has a
-    replica on every node its policy, as its master reports it, covers."""
+    replica on every node its policy, as its master reports it, covers, and none the
+    policy does not allow."""
     views = {n: v for n, v in reports.items() if not isinstance(v, str)}
     if not views or len(views) < len(reports):
         return False
@@ -111,7 +112,7 @@ def settled(reports: Reports, queues: Collection[str] = ()) -> bool:
         return False
     shape = next(iter(views.values()))
     policies = {q: shape[q].get("policy") or {} for q in queues if q in shape}
-    return not unreplicated(SETTLED_PHASE, views, policies)
+    return not misplaced(SETTLED_PHASE, views, policies)
 
 
 class SettledState:

@@ -242,9 +242,10 @@ DETECTION: tuple[Scenario, ...] = (
     Scenario("gauntlet-promote", "ha-promote-on-failure when-synced: masters cut off and "
              "killed until no mirror is synchronised, then the master killed again (the queue "
              "must wait for it rather than promote an empty mirror); the policy cut to two "
-             "replicas, the mirror killed (the spare node must replace it), and back (a "
-             "mirror added unsynchronised); the policy moved off the master's node (it "
-             "must stay until a mirror is synchronised); then a drain by promotion",
+             "replicas (one mirror must go), the mirror killed (the spare node must replace "
+             "it), and back (a mirror added unsynchronised); the policy moved off the "
+             "master's node (it must stay until a mirror is synchronised); then a drain by "
+             "promotion",
              policy=_PROMOTE_POLICY, workload=_GAUNTLET,
              nemesis=NemesisSpec("sequence", options={"steps": [
                  *_cut_and_kill(0.0), _step(3.0, "heal"),
@@ -252,6 +253,7 @@ DETECTION: tuple[Scenario, ...] = (
                  *_cut_and_kill(12.0), _step(15.0, "heal"),
                  _step(17.0, "set-policy", {"definition": {
                      **_PROMOTE_POLICY, "ha-mode": "exactly", "ha-params": 2}}),
+                 _step(17.2, SETTLED_STATE),
                  _step(17.5, "kill", {"nodes": "mirror"}), _step(18.5, SETTLED_STATE),
                  _step(19.5, "heal"),
                  _step(20.0, "set-policy", {"definition": {

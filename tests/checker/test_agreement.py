@@ -212,3 +212,31 @@ def test_mid_run_replicas_are_judged_by_the_policy_in_force_then() -> None:
             b.heal(policy)
         _two_replicas(b, "settled-1")
         assert part(run(b), "under-replicated").valid is valid, healed
+
+
+def test_mirrors_past_what_the_policy_allows_are_over_replicated() -> None:
+    """Three replicas under exactly 2, a mirror on a node that ha-mode nodes does not
+    name, a mirror under a policy that does not mirror: each policy left unapplied."""
+    for policy, extra in (({"ha-mode": "exactly", "ha-params": 2}, ["n1", "n3"]),
+                          ({"ha-mode": "nodes", "ha-params": ["n1", "n2"]}, ["n1", "n3"]),
+                          ({}, ["n1", "n2", "n3"])):
+        for phase in ("quiet", "before-drain", "settled-1"):
+            b = builder(policy=policy)
+            _states(b, phase=phase)
+            (anomaly,) = part(run(b), "over-replicated").violations
+            assert anomaly.messages == extra and anomaly.queue == "q", (policy, phase)
+
+
+def test_a_master_off_the_nodes_list_and_the_replicas_a_policy_allows_are_not_over_replicated(
+) -> None:
+    """Under ha-mode nodes the master stays where it is until a mirror on the list is
+    synchronised (seed 004); exactly 2 with two replicas is what it asks."""
+    b = builder(policy={"ha-mode": "nodes", "ha-params": ["n2", "n3"]})
+    _states(b, phase="quiet")
+    assert part(run(b), "over-replicated").valid is True
+    b = builder(policy={"ha-mode": "exactly", "ha-params": 2})
+    _two_replicas(b, "quiet")
+    assert part(run(b), "over-replicated").valid is True
+    b = builder(policy={"ha-mode": "exactly", "ha-params": 2})
+    _states(b, phase="end")  # the drain by promotion has just restarted a node
+    assert part(run(b), "over-replicated").valid is True

@@ -358,6 +358,16 @@ def test_break_no_spare_mirror() -> None:
         assert queue_json(sim.brokers["n1"], replica(sim, "n1"))["slave_nodes"] == mirrors
 
 
+def test_break_keeps_unwanted_mirrors() -> None:
+    """ha-mode all on three nodes, then exactly 2: the master drops one mirror, unless
+    broken."""
+    for breaks, mirrors in (((), ["n2"]), (("keeps-unwanted-mirrors",), ["n2", "n3"])):
+        sim = mirrored_queue(13, *breaks)
+        sim.set_policy("n1", "^ha", {"ha-mode": "exactly", "ha-params": 2})
+        sim.pump()
+        assert queue_json(sim.brokers["n1"], replica(sim, "n1"))["slave_nodes"] == mirrors
+
+
 def test_break_forget_deletions() -> None:
     """n3 is down while the queue is deleted; restarted, it recovers the queue from its
     store. With a tombstone on its peers the queue stays deleted; without, n3 announces
