@@ -18,7 +18,8 @@ A loss is a caveat only when one of these preconditions holds in the harness's r
     A network partition the nodes could detect (it lasted the detection time before it
     ended or a crash took the nodes it cut off) overlapped its life under ``ignore`` or
     ``autoheal`` partition handling ("it will not cope seamlessly with network
-    partitions").
+    partitions"); under ``autoheal`` also one healed up to AUTOHEAL_AFTER_HEAL_S
+    before it was published, as the losing side serves until it restarts.
 ``no-ack-in-flight``
     A no-ack consumer of its queue lost its connection, was cancelled by the broker, or
     its node or the queue's master failed, after the publish ("messages in flight to
@@ -48,6 +49,10 @@ from harness.history.model import (
 )
 
 _SPLIT_BRAIN_HANDLING = frozenset({"ignore", "autoheal"})
+# How long after a heal an autoheal loser may still confirm what its restart then
+# drops: the nodes reconnect within a tick and the loser stops at once, so a few
+# ticks of a loaded machine.
+AUTOHEAL_AFTER_HEAL_S = 3.0
 _BREAKING_FAULTS = CRASH_FAULTS | SHUTDOWN_FAULTS | {PARTITION_FAULT}
 
 
@@ -72,12 +77,16 @@ class LossRules:
         # cut off, before failure detection) leaves no two sides to split.
         self._partitions = [f for f in faults if f.applied and f.kind == PARTITION_FAULT
                             and detected(f, faults)]
+        # Under autoheal the losing side serves on after the heal until the nodes hear
+        # each other again and it restarts.
+        self._after_heal = AUTOHEAL_AFTER_HEAL_S if header.partition_handling == "autoheal" \
+            else 0.0
         self._breaks: dict[str, list[float]] = {}
         points = set(self._change_times)
         for f in faults:
             points.add(f.start)
             if f.end is not None:
-                points.add(f.end)
+                points.update((f.end, f.end + self._after_heal))
         for session in timeline.sessions:
             points.update(session.broken)
         self._boundaries = sorted(points)
@@ -99,7 +108,8 @@ class LossRules:
         if outcome.cause is not None:
             assert outcome.change is not None
             return Verdict(outcome.cause, self._cause_text(outcome))
-        partition = next((f for f in self._partitions if f.overlaps(published, until)), None)
+        partition = next((f for f in self._partitions if f.overlaps(
+            published - self._after_heal, until)), None)
         if partition is not None and self.header.partition_handling in _SPLIT_BRAIN_HANDLING:
             return Verdict("partition-split-brain",
                            f"partition {partition.id} overlapped its life under "

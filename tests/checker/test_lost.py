@@ -223,6 +223,24 @@ def test_partition_under_autoheal_is_a_split_brain_caveat() -> None:
     assert excused(run(b), "partition-split-brain") == ["p1-1"]
 
 
+def test_an_autoheal_loser_may_confirm_for_a_moment_after_the_heal() -> None:
+    """The losing side serves until the nodes hear each other again and it restarts:
+    a publish 1 s after the heal may be lost under autoheal, not under ignore, and
+    not long after the heal."""
+    for handling, after, caveat in (("autoheal", 1.0, True), ("ignore", 1.0, False),
+                                    ("autoheal", 5.0, False)):
+        b = builder(partition_handling=handling)
+        cut = b.fault("partition", ["n1"])
+        b.at(b.now + 2.5).heal(cut)
+        b.at(b.now + after).publish("p1-1")
+        b.drain()
+        result = run(b)
+        if caveat:
+            assert excused(result, "partition-split-brain") == ["p1-1"], handling
+        else:
+            assert violated(result, "lost") == ["p1-1"], (handling, after)
+
+
 def test_a_cut_the_nodes_never_detected_is_no_split_brain() -> None:
     """Healed within the detection time, or the node it cut off killed within it: no
     two sides ever served apart, so a loss is judged as the kill's."""
