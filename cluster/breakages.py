@@ -91,6 +91,10 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "acks (and nacks or rejects without requeue) on the master are never broadcast "
              "to the mirrors",
              ("resurrected", "disagreement"), "master killed after consumers acked"),
+    Breakage("multiple-ack-last-only",
+             "of an ack that settles several deliveries at once (basic.ack multiple=true), "
+             "only the last reaches the mirrors", ("resurrected", "disagreement"),
+             "master killed after a consumer acked with multiple=true"),
     Breakage("drop-held-publishes",
              "on promotion, publishes a mirror held but the old master never ordered are "
              "dropped (and confirmed) instead of enqueued",
@@ -156,6 +160,7 @@ class Breaks:
     no_gm_takeover: bool = False
     gm_reorder: bool = False
     acks_not_replicated: bool = False
+    multiple_ack_last_only: bool = False
     drop_held_publishes: bool = False
     no_fsync: bool = False
     pause_minority_ignored: bool = False

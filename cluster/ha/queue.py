@@ -244,8 +244,9 @@ class ClusterQueue:
         self.coordinator.queue_changed(self)
 
     def settled(self, seqs: list[int]) -> None:
-        if not self.coordinator.breaks.acks_not_replicated:
-            self._broadcast(["settle", seqs])
+        breaks = self.coordinator.breaks
+        if not breaks.acks_not_replicated:
+            self._broadcast(["settle", seqs[-1:] if breaks.multiple_ack_last_only else seqs])
         self.coordinator.queue_changed(self)
 
     def requeued(self, seqs: list[int]) -> None:

@@ -24,13 +24,15 @@ _CONSUME = WorkloadSpec(publishers=2, consumers=3, prefetch=10, ack_delay=0.2,
 
 # The detection campaign's workload: a consumed queue that still builds a backlog
 # (publishers, one of them transactional, outrun the consumers), consumers with and
-# without x-cancel-on-ha-failover, a requeuer, a basic.get poller, a publish-only
-# backlog queue, and a churner declaring and deleting queues of its own. Clients start
+# without x-cancel-on-ha-failover, one acking in pairs with basic.ack multiple=true, a
+# requeuer, a basic.get poller, a publish-only backlog queue, and a churner declaring
+# and deleting queues of its own. Clients start
 # spread over every node (a publisher and a plain consumer on each), so some publish to
 # the master through mirrors, some consumers outlive each master, and the youngest
 # mirror's node has a consumer when the master's link to it is cut.
 _GAUNTLET = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers=3,
-                         tx_publishers=1, consumers=3, cancel_consumers=2, requeuers=1,
+                         tx_publishers=1, consumers=3, cancel_consumers=2,
+                         multiple_ackers=1, requeuers=1,
                          getters=1, churners=1, rate=60.0, prefetch=5, ack_delay=0.2,
                          client_nodes="spread", reconnect="next")
 _PROMOTE_POLICY = {"ha-mode": "all", "ha-sync-mode": "manual",

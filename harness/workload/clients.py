@@ -291,7 +291,7 @@ class Consumer(Client):
             return
 
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
-        msg = message.body.decode("utf-8", "replace")
+        msg = _payload(message)
         self.record("deliver", "ok", msg=msg, queue=self.queue,
                     redelivered=bool(message.redelivered), mode=self.mode)
         if self.no_ack:
@@ -308,6 +308,43 @@ class Consumer(Client):
             self.record("ack", "fail", msg=msg, queue=self.queue, error=_describe(exc))
         else:
             self.record("ack", "ok", msg=msg, queue=self.queue)
+
+
+class MultipleAcker(Consumer):
+    """A consumer that acks in pairs, with one ``basic.ack`` (multiple=true) for every
+    second delivery: it covers each delivery of the channel up to it that is not yet
+    answered, and the history gets one ack line per message it covered. A delivery
+    with none older unanswered waits for the next."""
+
+    def __init__(self, client_id: str, queue: str, node: str, ctx: ClientContext) -> None:
+        super().__init__(client_id, queue, node, ctx)
+        self.unanswered: list[AbstractIncomingMessage] = []  # in delivery order
+
+    async def _on_message(self, message: AbstractIncomingMessage) -> None:
+        self.unanswered.append(message)
+        await super()._on_message(message)
+
+    async def settle(self, message: AbstractIncomingMessage, msg: str) -> None:
+        if not any(m is message for m in self.unanswered):
+            return  # a later delivery's ack covered it
+        # a closed channel's deliveries went back to the queue with it
+        live = [m for m in self.unanswered if m.channel is message.channel]
+        tag = message.delivery_tag
+        assert tag is not None  # every delivery in ack mode has one
+        covered = [m for m in live if m.delivery_tag is not None and m.delivery_tag <= tag]
+        if len(covered) < 2:
+            self.unanswered = live
+            return
+        self.unanswered = [m for m in live if m not in covered]
+        try:
+            await message.ack(multiple=True)
+        except CLIENT_ERRORS as exc:
+            for m in covered:
+                self.record("ack", "fail", msg=_payload(m), queue=self.queue, multiple=True,
+                            error=_describe(exc))
+        else:
+            for m in covered:
+                self.record("ack", "ok", msg=_payload(m), queue=self.queue, multiple=True)
 
 
 class Requeuer(Consumer):
@@ -426,6 +463,11 @@ async def get_one(client: Client, queue: AbstractQueue) -> str | None:
 
 
 # -- small asyncio helpers ---------------------------------------------------------------
+
+def _payload(message: AbstractIncomingMessage) -> str:
+    """The message id a delivery carries (whatever its body says)."""
+    return message.body.decode("utf-8", "replace")
+
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -43,6 +43,9 @@ class WorkloadSpec:
     requeuers: int = 0
     # Consumers that ask for x-cancel-on-ha-failover beside the plain ones (x1, ...).
     cancel_consumers: int = 0
+    # Consumers that ack in pairs, one basic.ack with multiple=true for two deliveries
+    # (m1, ...): every message it covers must be settled on every replica.
+    multiple_ackers: int = 0
     # Queues (also in ``queues``) that only publishers use: they keep a backlog until
     # the final drain.
     backlog_queues: tuple[str, ...] = ()
@@ -60,6 +63,7 @@ class WorkloadSpec:
                   "getter": (self.getters, "g"), "tx-publisher": (self.tx_publishers, "t"),
                   "requeuer": (self.requeuers, "r"),
                   "cancel-consumer": (self.cancel_consumers, "x"),
+                  "multiple-acker": (self.multiple_ackers, "m"),
                   "churner": (self.churners, "k")}
         return {kind: [f"{prefix}{i}" for i in range(1, count + 1)]
                 for kind, (count, prefix) in counts.items()}

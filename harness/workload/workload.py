@@ -13,6 +13,7 @@ from harness.workload.clients import (
     ClientContext,
     Consumer,
     Getter,
+    MultipleAcker,
     Publisher,
     Requeuer,
     TxPublisher,
@@ -53,6 +54,8 @@ class Workload:
             return Requeuer(client_id, queue, node, self.ctx)
         if kind == "churner":
             return Churner(client_id, queue, node, self.ctx)
+        if kind == "multiple-acker":
+            return MultipleAcker(client_id, queue, node, self.ctx)
         if kind == "cancel-consumer":
             return Consumer(client_id, queue, node, self.ctx, cancel_on_failover=True)
         return Consumer(client_id, queue, node, self.ctx, no_ack=kind == "no-ack-consumer",

@@ -440,6 +440,23 @@ def test_break_acks_not_replicated() -> None:
         assert bodies(drain(sim, "n2")) == back
 
 
+def test_break_multiple_ack_last_only() -> None:
+    """One basic.ack multiple=true for five deliveries: the mirrors must drop all five,
+    not just the last."""
+    for breaks, back in (((), []), (("multiple-ack-last-only",), numbered(4))):
+        sim = mirrored_queue(14, *breaks)
+        publish(sim, "n1", 5)
+        consumer = sim.client("n1")
+        consume(consumer, "c")
+        sim.pump()
+        last = max(method.delivery_tag for method, _ in consumer.deliveries())
+        consumer.send(1, commands.Basic.Ack(delivery_tag=last, multiple=True))
+        sim.pump()
+        sim.kill("n1")
+        sim.pump()
+        assert bodies(drain(sim, "n2")) == back
+
+
 def test_break_no_gm_takeover() -> None:
     """n2 receives the master's broadcasts and dies before passing them on to n3: the
     master, n3's new left-hand neighbour, must catch n3 up."""

@@ -56,7 +56,8 @@ def lines(path: Path) -> list[dict[str, Any]]:
 async def test_every_client_kind_records_a_valid_history(node: NodeProcess,
                                                          tmp_path: Path) -> None:
     spec = WorkloadSpec(queues=("q1", "q2"), publishers=2, consumers=1, no_ack_consumers=1,
-                        getters=1, tx_publishers=1, rate=100, get_rate=50, tx_batch=4)
+                        getters=1, tx_publishers=1, multiple_ackers=1, rate=100, get_rate=50,
+                        tx_batch=4, ack_delay=0.05)
     with writer(tmp_path, spec) as history:
         recorder = Recorder(history)
         assert await run_workload(node, spec, recorder, 1.5)
@@ -68,6 +69,9 @@ async def test_every_client_kind_records_a_valid_history(node: NodeProcess,
     assert ("c1", "deliver", "ok") in by and ("c1", "ack", "ok") in by
     assert ("a1", "deliver", "ok") in by and ("a1", "ack", "ok") not in by
     assert ("g1", "get", "ok") in by
+    # m1 acks with multiple=true, a line for each message an ack covered
+    m1_acks = [e for e in events if e["process"] == "m1" and e["op"] == "ack"]
+    assert len(m1_acks) >= 2 and all(e["type"] == "ok" and e["multiple"] for e in m1_acks)
     assert ("drain", "get", "ok") in by or ("drain", "get", "invoke") in by
     assert {("harness", "drain", "ok")} <= by
     # payloads are the ids: the message ids a consumer saw were all published
