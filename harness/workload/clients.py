@@ -318,24 +318,28 @@ class MultipleAcker(Consumer):
 
     def __init__(self, client_id: str, queue: str, node: str, ctx: ClientContext) -> None:
         super().__init__(client_id, queue, node, ctx)
-        self.unanswered: list[AbstractIncomingMessage] = []  # in delivery order
+        # deliveries not yet answered, in delivery order, each with its channel (open
+        # when it arrived)
+        self.unanswered: list[tuple[AbstractIncomingMessage, Any]] = []
 
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
-        self.unanswered.append(message)
+        with contextlib.suppress(ChannelInvalidStateError):  # closed: nothing to answer
+            self.unanswered.append((message, message.channel))
         await super()._on_message(message)
 
     async def settle(self, message: AbstractIncomingMessage, msg: str) -> None:
-        if not any(m is message for m in self.unanswered):
-            return  # a later delivery's ack covered it
         # a closed channel's deliveries went back to the queue with it
-        live = [m for m in self.unanswered if m.channel is message.channel]
+        self.unanswered = [(m, c) for m, c in self.unanswered if not c.is_closed]
+        channel = next((c for m, c in self.unanswered if m is message), None)
+        if channel is None:
+            return  # a later delivery's ack covered it, or its channel closed
         tag = message.delivery_tag
         assert tag is not None  # every delivery in ack mode has one
-        covered = [m for m in live if m.delivery_tag is not None and m.delivery_tag <= tag]
+        covered = [m for m, c in self.unanswered if c is channel
+                   and m.delivery_tag is not None and m.delivery_tag <= tag]
         if len(covered) < 2:
-            self.unanswered = live
             return
-        self.unanswered = [m for m in live if m not in covered]
+        self.unanswered = [(m, c) for m, c in self.unanswered if m not in covered]
         try:
             await message.ack(multiple=True)
         except CLIENT_ERRORS as exc:

@@ -88,7 +88,8 @@ async def test_every_client_kind_records_a_valid_history(node: NodeProcess,
 async def test_publishers_reconnect_after_the_node_drops_their_connections(
         node_factory: Callable[..., NodeProcess], tmp_path: Path) -> None:
     n = node_factory(name=NODE)
-    spec = WorkloadSpec(publishers=1, consumers=1, rate=200, reconnect_delay=0.2)
+    spec = WorkloadSpec(publishers=1, consumers=1, multiple_ackers=1, rate=200,
+                        reconnect_delay=0.2)
     with writer(tmp_path, spec) as history:
         recorder = Recorder(history)
         workload = Workload(spec, recorder, [NODE], {"q1": NODE}, direct(n))
@@ -101,7 +102,7 @@ async def test_publishers_reconnect_after_the_node_drops_their_connections(
         assert await drain(spec, recorder, {"q1": [NODE]}, direct(n), 20.0)
     events = lines(tmp_path / "history.jsonl")
     losses = [e for e in events if e["op"] == "disconnect" and e["type"] == "info"]
-    assert {e["process"] for e in losses} == {"p1", "c1"}
+    assert {e["process"] for e in losses} == {"p1", "c1", "m1"}
     connects = [e for e in events if e["process"] == "p1" and e["op"] == "connect"
                 and e["type"] == "ok"]
     assert len(connects) >= 2
