@@ -16,6 +16,7 @@ VIOLATION_KINDS = frozenset({
     "lost", "lost-unacked", "duplicate", "resurrected", "reordered", "cancel-missing",
     "cancel-unexpected", "stalled", "overtaken", "split-brain", "disagreement",
     "wrong-promotion", "undeleted", "under-replicated", "over-replicated",
+    "node-unavailable",
 })
 
 
@@ -107,6 +108,11 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "under pause_minority a node in a minority keeps running",
              ("split-brain", "lost", "under-replicated"),
              "a partition that isolates a minority"),
+    Breakage("pause-never-resumes",
+             "under pause_minority a paused node stays paused after the partition heals",
+             ("node-unavailable",),
+             "a partition that pauses a minority, healed, and the cluster asked once "
+             "every fault healed"),
     Breakage("no-remirror",
              "a node that comes back is not made a mirror again (until a promotion or a "
              "policy change places the queue's mirrors anew)", ("under-replicated",),
@@ -164,6 +170,7 @@ class Breaks:
     drop_held_publishes: bool = False
     no_fsync: bool = False
     pause_minority_ignored: bool = False
+    pause_never_resumes: bool = False
     no_remirror: bool = False
     no_spare_mirror: bool = False
     keeps_unwanted_mirrors: bool = False

@@ -492,7 +492,8 @@ class Node:
             self.events.emit("paused", reason="minority" if minority else "partial partition",
                              reachable=reachable, nodes=total)
             self._app_change(self.stop_app)
-        elif not pause and self._paused_for_minority:
+        elif (not pause and self._paused_for_minority
+              and not self.config.broker.breaks.pause_never_resumes):
             self._paused_for_minority = False
             self.events.emit("resumed", reachable=reachable, nodes=total)
             self._app_change(self.start_app)

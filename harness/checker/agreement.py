@@ -24,9 +24,11 @@ harness's record: the header's policy as the run's policy changes left it): else
 ``under-replicated`` (a node that came back and was never made a mirror again, a dead
 mirror not replaced on a spare node, a policy the master does not apply); the
 ``cluster-state`` step waits for that within its bound. A node that could not be asked
-(``cluster-state fail``) is only listed in the result's data. Each kind is its own
-checker (one JUnit case each); their anomalies name the nodes involved where others
-name messages.
+(``cluster-state fail``) is listed in the result's data, and at ``quiet`` and
+``before-drain`` it is ``node-unavailable``: the harness has it running and every fault
+healed a while before, so it should serve (a minority that never resumed). Each kind is
+its own checker (one JUnit case each); their anomalies name the nodes involved where
+others name messages.
 """
 
 from __future__ import annotations
@@ -89,6 +91,13 @@ class OverReplicated(Streaming):
         return _Agreement(run, self.name)
 
 
+class NodeUnavailable(Streaming):
+    name = "node-unavailable"
+
+    def start(self, run: Run) -> Observer:
+        return _Agreement(run, self.name)
+
+
 class _Agreement:
     """Compares the nodes' reports; keeps the anomalies of one kind."""
 
@@ -132,7 +141,8 @@ class _Agreement:
         caveat = _SPLIT_BRAIN_CAVEAT.get(run.header.partition_handling)
         violations: list[Anomaly] = []
         caveats: list[Anomaly] = []
-        for phase, nodes in self.phases.items():
+        for phase in self.times:
+            nodes = self.phases.get(phase, {})
             changing = self.changing.get(phase, set())
             steady = {node: {q: r for q, r in queues.items() if q not in changing}
                       for node, queues in nodes.items()}
@@ -142,6 +152,7 @@ class _Agreement:
                 policies = self._policies(policy_changes, self.times[phase])
                 found += misplaced(phase, steady, {q: policy for q, policy in
                                                       policies.items() if q not in split})
+            found += self._unavailable(phase)
             for anomaly in found:
                 if anomaly.kind != self.kind:
                     continue
@@ -156,6 +167,17 @@ class _Agreement:
             data["cluster_state_unasked"] = self.unasked
         return Result(self.kind, not violations, counts, violations, caveats, data)
 
+
+    def _unavailable(self, phase: str) -> list[Anomaly]:
+        """At ``quiet`` and ``before-drain`` every fault has healed a while ago: a node
+        the harness has running must serve (a paused minority resumed, an autoheal
+        loser back)."""
+        if phase not in PLACED_PHASES:
+            return []
+        return [Anomaly(NodeUnavailable.name, [u["node"]],
+                        f"at {phase}, after every fault healed, running node {u['node']} "
+                        f"did not answer: {u['error']}")
+                for u in self.unasked if u["phase"] == phase]
 
     def _policies(self, changes: list[Change], time: float) -> dict[str, Mapping[str, Any]]:
         """Each workload queue's policy at ``time``, by the harness's record: the

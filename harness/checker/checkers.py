@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from harness.checker.agreement import (
     Disagreement,
+    NodeUnavailable,
     OverReplicated,
     SplitBrain,
     SyncIncomplete,
@@ -35,7 +36,8 @@ def default_checkers(bucket_s: float = 1.0) -> list[StreamingChecker]:
     return [Completeness(), Lost(), LostUnacked(), Unexpected(), Duplicates(), Resurrected(),
             Recovered(), Ordering(), Overtaken(), CancelMissing(), CancelUnexpected(), Stalls(),
             Disagreement(), SplitBrain(), SyncIncomplete(), UnderReplicated(), OverReplicated(),
-            Undeleted(), WrongPromotion(), Latency(bucket_s), Throughput(bucket_s)]
+            NodeUnavailable(), Undeleted(), WrongPromotion(), Latency(bucket_s),
+            Throughput(bucket_s)]
 
 
 def check(history: History, checkers: list[StreamingChecker] | None = None) -> Result:

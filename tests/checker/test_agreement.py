@@ -103,7 +103,7 @@ def test_two_masters_are_a_split_brain_caveat_under_ignore() -> None:
     assert run(b).valid is True
 
 
-def test_a_node_that_could_not_be_asked_decides_nothing() -> None:
+def test_a_node_that_could_not_be_asked_decides_no_agreement() -> None:
     b = builder()
     b.cluster_state("n1", "before-drain", {"q": _view(role="master")})
     b.cluster_state("n2", "before-drain", {"q": _view()})
@@ -112,6 +112,23 @@ def test_a_node_that_could_not_be_asked_decides_nothing() -> None:
     result = part(run(b), "split-brain")
     assert result.valid is True
     assert [u["node"] for u in result.data["cluster_state_unasked"]] == ["n3"]
+
+
+def test_a_running_node_that_does_not_answer_once_every_fault_healed_is_unavailable(
+) -> None:
+    """At quiet and before-drain (a paused minority that never resumed); not mid-run
+    nor at the end, where the drain by promotion has just restarted a node."""
+    for phase, valid in (("quiet", False), ("before-drain", False), ("settled-1", True),
+                         ("end", True)):
+        b = builder()
+        b.cluster_state("n1", phase, {"q": _view(role="master")})
+        b.cluster_state("n2", phase, {"q": _view()})
+        b.cluster_state("n3", phase, type="fail")
+        b.drain()
+        result = part(run(b), "node-unavailable")
+        assert result.valid is valid, phase
+        if not valid:
+            assert result.violations[0].messages == ["n3"]
 
 
 def test_a_pass_without_the_agreement_checker_skips_cluster_state_lines() -> None:

@@ -513,6 +513,20 @@ def test_break_pause_minority_ignored(tmp_path: Path) -> None:
         assert (changes == [node.stop_app]) is pauses
 
 
+def test_break_pause_never_resumes(tmp_path: Path) -> None:
+    """Paused in a minority, the node must start again once it reaches a majority."""
+    for breaks, resumes in (((), True), (("pause-never-resumes",), False)):
+        node = three_node(tmp_path / str(resumes), "n1", "pause_minority", *breaks)
+        assert node.peers is not None
+        changes: list[object] = []
+        node._app_change = changes.append  # type: ignore[method-assign,assignment]
+        node._pause_in_minority()
+        assert changes == [node.stop_app]
+        node.peers.detector.peers["n2"].up = True
+        node._pause_in_minority()
+        assert (changes == [node.stop_app, node.start_app]) is resumes
+
+
 def test_break_boot_no_wait(tmp_path: Path) -> None:
     """n1 stopped while n2 and n3 ran on (its file says so), and neither comes back: it
     must not start on its own records, which they have since moved on."""
