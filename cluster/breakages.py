@@ -135,6 +135,11 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "under autoheal the losing side is not restarted after the heal",
              ("split-brain",), "a partition, then its heal, and the nodes asked once "
              "they should agree again (before any later restart mends it)"),
+    Breakage("autoheal-wrong-winner",
+             "under autoheal the bigger side restarts after the heal, not the smaller, "
+             "dropping what the side that should win confirmed", ("lost",),
+             "a partition that cuts one node off, long enough to be detected, under "
+             "publish load on the other side, then its heal"),
     Breakage("boot-no-wait",
              "a node starting after the whole cluster stopped does not wait for the peers "
              "that outlived it (the last to stop is the master): it serves what its own "
@@ -176,6 +181,7 @@ class Breaks:
     keeps_unwanted_mirrors: bool = False
     forget_deletions: bool = False
     autoheal_no_restart: bool = False
+    autoheal_wrong_winner: bool = False
     boot_no_wait: bool = False
 
     @classmethod

@@ -449,9 +449,9 @@ class Node:
         reachable = set(detector.reachable())
         other = detector.partitions & reachable
         mine = {self.settings.name} | (reachable - other)
-        if len(mine) != len(other):
-            return len(mine) < len(other)
-        return min(mine | other) not in mine
+        loses = (len(mine) < len(other) if len(mine) != len(other)
+                 else min(mine | other) not in mine)
+        return loses != self.config.broker.breaks.autoheal_wrong_winner
 
     def _peer_lost(self, peer: str) -> None:
         """pause_minority: the cluster hears of a lost peer once no peer we see still

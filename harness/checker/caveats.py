@@ -19,7 +19,9 @@ A loss is a caveat only when one of these preconditions holds in the harness's r
     ended or a crash took the nodes it cut off) overlapped its life under ``ignore`` or
     ``autoheal`` partition handling ("it will not cope seamlessly with network
     partitions"); under ``autoheal`` also one healed up to AUTOHEAL_AFTER_HEAL_S
-    before it was published, as the losing side serves until it restarts.
+    before it was published, as the losing side serves until it restarts, but not for a
+    message published through a node of the side that wins a cut in two: that side
+    keeps what it confirmed.
 ``no-ack-in-flight``
     A no-ack consumer of its queue lost its connection, was cancelled by the broker, or
     its node or the queue's master failed, after the publish ("messages in flight to
@@ -40,6 +42,7 @@ from harness.checker.membership import (
     replayed,
 )
 from harness.checker.record import detected
+from harness.checker.result import Fault
 from harness.checker.timeline import Timeline
 from harness.history.model import (
     CRASH_FAULTS,
@@ -90,26 +93,31 @@ class LossRules:
         for session in timeline.sessions:
             points.update(session.broken)
         self._boundaries = sorted(points)
-        self._cache: dict[tuple[str, bool, float, int], Verdict] = {}
+        self._cache: dict[tuple[str, bool, float, int, str | None], Verdict] = {}
 
-    def explain(self, queue: str, published: float, transient: bool, until: float) -> Verdict:
-        """Why a message published to ``queue`` at ``published`` and confirmed may be
-        missing from the drain that ended at ``until``."""
+    def explain(self, queue: str, published: float, transient: bool, until: float,
+                producer: str) -> Verdict:
+        """Why a message ``producer`` published to ``queue`` at ``published`` and that
+        was confirmed may be missing from the drain that ended at ``until``."""
         # Every rule compares ``published`` with record times only, so messages published
-        # between the same two record times share the answer.
-        key = (queue, transient, until, bisect.bisect_right(self._boundaries, published))
+        # between the same two record times (through the same node) share the answer.
+        via = (self.timeline.node_at(producer, published)
+               if self.header.partition_handling == "autoheal" else None)
+        key = (queue, transient, until, bisect.bisect_right(self._boundaries, published), via)
         verdict = self._cache.get(key)
         if verdict is None:
-            verdict = self._cache[key] = self._explain(queue, published, transient, until)
+            verdict = self._cache[key] = self._explain(queue, published, transient, until,
+                                                       via)
         return verdict
 
-    def _explain(self, queue: str, published: float, transient: bool, until: float) -> Verdict:
+    def _explain(self, queue: str, published: float, transient: bool, until: float,
+                 via: str | None) -> Verdict:
         outcome = self._replay(queue, published, transient, until)
         if outcome.cause is not None:
             assert outcome.change is not None
             return Verdict(outcome.cause, self._cause_text(outcome))
         partition = next((f for f in self._partitions if f.overlaps(
-            published - self._after_heal, until)), None)
+            published - self._after_heal, until) and via not in self._winners(f)), None)
         if partition is not None and self.header.partition_handling in _SPLIT_BRAIN_HANDLING:
             return Verdict("partition-split-brain",
                            f"partition {partition.id} overlapped its life under "
@@ -129,6 +137,24 @@ class LossRules:
         else:
             text = "confirmed but never delivered; no documented cause in the record"
         return Verdict(None, text)
+
+    def _winners(self, partition: Fault) -> frozenset[str]:
+        """Under autoheal, the side of a cut into two that keeps running after the heal
+        (README, "Partitions": the side with more nodes; of two alike, the one with the
+        first node by name): what it confirmed, it keeps. Empty for a cut of another
+        shape, and under the other modes."""
+        if self.header.partition_handling != "autoheal":
+            return frozenset()
+        nodes = set(self.header.nodes)
+        cut = set(partition.targets) & nodes
+        rest = nodes - cut
+        grudge = partition.detail.get("grudge")
+        if not cut or not rest or (grudge and not all(
+                set(grudge.get(n, ())) == (rest if n in cut else cut) for n in nodes)):
+            return frozenset()
+        if len(cut) != len(rest):
+            return frozenset(cut if len(cut) > len(rest) else rest)
+        return frozenset(cut if min(nodes) in cut else rest)
 
     def _replay(self, queue: str, published: float, transient: bool, until: float) -> Outcome:
         replay = Replay(self.header.queue(queue), self.header.nodes)

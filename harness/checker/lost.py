@@ -47,7 +47,7 @@ class _Lost:
                 undrained[queue] += 1
                 continue
             verdict = rules.explain(queue, log.sent[seq], bool(log.flags[seq] & TRANSIENT),
-                                    until)
+                                    until, log.name)
             group = violations if verdict.caveat is None else caveats
             group.add("lost", message_id(log, seq), verdict.explanation, log.sent[seq], until,
                       queue, verdict.caveat)

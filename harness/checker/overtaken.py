@@ -129,7 +129,7 @@ class _Overtaken:
             if passed.last <= deadline:
                 continue
             verdict = rules.explain(late.queue, log.sent[seq],
-                                    bool(log.flags[seq] & TRANSIENT), passed.last)
+                                    bool(log.flags[seq] & TRANSIENT), passed.last, log.name)
             group = violations if verdict.caveat is None else caveats
             explanation = verdict.explanation if verdict.caveat is not None else (
                 f"later messages of its producer were still first delivered from "

@@ -62,6 +62,7 @@ class Timeline:
         self._open_sessions: dict[str, list[Session]] = {}
         self._consumed: dict[str, set[str]] = {}  # process -> queues it took messages from
         self.process_node: dict[str, str] = {}
+        self.connected: dict[str, list[tuple[float, str]]] = {}  # process -> (when, node)
         self.disconnects: dict[str, list[float]] = {}  # process -> its connection ends
         self.requeued_at: dict[str, float] = {}  # queue -> latest requeue point
         self.failover_at = float("-inf")  # latest fault after which anything may requeue
@@ -139,6 +140,7 @@ class Timeline:
     def connect(self, ev: Event) -> None:
         if ev.node is not None:
             self.process_node[ev.process] = ev.node
+            self.connected.setdefault(ev.process, []).append((ev.time, ev.node))
 
     def disconnect(self, ev: Event) -> None:
         if ev.type == "invoke":
@@ -223,6 +225,12 @@ class Timeline:
             if session.queue == queue:
                 return session
         return None
+
+    def node_at(self, process: str, time: float) -> str | None:
+        """The node ``process`` last connected to at or before ``time``, if known."""
+        connects = self.connected.get(process, [])
+        i = bisect.bisect_right(connects, (time, "\uffff"))
+        return connects[i - 1][1] if i else None
 
     def disconnected(self, process: str, begin: float, until: float) -> bool:
         """Whether ``process``'s connection ended at some moment in [begin, until]."""

@@ -84,7 +84,7 @@ class _LostUnacked:
                 undrained[queue] += 1
                 continue
             verdict = rules.explain(queue, log.sent[seq], bool(log.flags[seq] & TRANSIENT),
-                                    until)
+                                    until, log.name)
             group = violations if verdict.caveat is None else caveats
             explanation = verdict.explanation if verdict.caveat is not None else (
                 f"delivered in ack mode to {receiver}, never acked, and not delivered again "

@@ -241,6 +241,30 @@ def test_an_autoheal_loser_may_confirm_for_a_moment_after_the_heal() -> None:
             assert violated(result, "lost") == ["p1-1"], (handling, after)
 
 
+def test_under_autoheal_the_side_that_wins_keeps_what_it_confirmed() -> None:
+    """n1 cut off from n2 and n3: the bigger side wins, so a publish through n2 must
+    survive and one through n1 may be lost; of two alike (n1 and n2 cut from n3 and n4)
+    the side with n1 wins. A publisher's node is the one it last connected to."""
+    for nodes, cut, via, caveat in (
+            (("n1", "n2", "n3"), ["n1"], "n1", True),
+            (("n1", "n2", "n3"), ["n1"], "n2", False),
+            (("n1", "n2", "n3", "n4"), ["n1", "n2"], "n3", True),
+            (("n1", "n2", "n3", "n4"), ["n3", "n4"], "n2", False)):
+        b = HistoryBuilder(nodes=nodes, partition_handling="autoheal",
+                           queues={"q": {"members": list(nodes)}})
+        b.connect("p1", node="n3")
+        b.connect("p1", node=via)
+        fault = b.fault("partition", cut)
+        b.publish("p1-1", node=via)
+        b.at(b.now + 2.5).heal(fault)
+        b.drain()
+        result = run(b)
+        if caveat:
+            assert excused(result, "partition-split-brain") == ["p1-1"], (cut, via)
+        else:
+            assert violated(result, "lost") == ["p1-1"], (cut, via)
+
+
 def test_a_cut_the_nodes_never_detected_is_no_split_brain() -> None:
     """Healed within the detection time, or the node it cut off killed within it: no
     two sides ever served apart, so a loss is judged as the kill's."""

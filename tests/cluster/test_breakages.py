@@ -558,6 +558,24 @@ def test_break_autoheal_no_restart(tmp_path: Path) -> None:
         assert (changes == [node._restart_app]) is restarts
 
 
+def test_break_autoheal_wrong_winner(tmp_path: Path) -> None:
+    """n1 alone meets n2 and n3 again after a partition: it is the smaller side and
+    must restart, not they."""
+    for breaks, restarts in (((), True), (("autoheal-wrong-winner",), False)):
+        node = three_node(tmp_path / str(restarts), "n1", "autoheal", *breaks)
+        assert node.peers is not None
+        node.coordinator = Coordinator(Broker(BrokerConfig(breaks=node.config.broker.breaks)),
+                                       "n1", "i", ["n2", "n3"])
+        for peer_name in ("n2", "n3"):
+            peer = node.peers.detector.peers[peer_name]
+            peer.up = peer.app_running = True
+            node.peers.detector.partitions.add(peer_name)
+        changes: list[object] = []
+        node._app_change = changes.append  # type: ignore[method-assign,assignment]
+        node._peer_event(PeerUp("n2", "i2", restarted=False, partition=True))
+        assert (changes == [node._restart_app]) is restarts
+
+
 def test_the_local_field_shows_each_nodes_own_replica() -> None:
     """Two replicas on three nodes: the master's, a mirror's, and none on the third."""
     sim = SimCluster(["n1", "n2", "n3"], 13)
