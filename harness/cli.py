@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -339,7 +340,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    # SIGTERM (a CI job cancelled, `kill`) stops a run as Ctrl-C does: its cluster and
+    # proxies are removed and what it recorded is kept.
+    signal.signal(signal.SIGTERM, _interrupt)
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler | None = getattr(args, "handler", None)

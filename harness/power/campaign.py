@@ -74,6 +74,8 @@ def _target_runs(plan: PowerPlan, target: str, seed: int, runner: Runner) -> Ite
                             expected, seconds, None, str(outcome.run_dir), outcome.error),
                        outcome.results or {}, spent)
         yield cell
+        if outcome.interrupted:
+            raise KeyboardInterrupt  # the campaign stops with the run (its cell is kept)
         if cell.caught and not plan.full:
             break
 

@@ -100,6 +100,7 @@ class RunOutcome:
     exit_code: int
     results: dict[str, Any] | None
     error: str | None = None
+    interrupted: bool = False  # by SIGINT or SIGTERM: whoever runs more should stop
 
 
 def effective_scenario(scenario: Scenario, options: RunOptions) -> Scenario:
@@ -210,17 +211,18 @@ class ScenarioRun:
         recorder = self.status.recorder = Recorder(writer)
         on_start(self.status)
         error: str | None = None
+        interrupted = False
         try:
             self._run(recorder, seeds)
         except KeyboardInterrupt:
-            error = "interrupted"
+            error, interrupted = "interrupted", True
         except Exception as exc:  # any failure of ours: keep what the run recorded
             error = f"{type(exc).__name__}: {exc}"
         finally:
             writer.close()
             error = self._wind_down(error)
         error = "; ".join([*self.problems, *([error] if error else [])]) or None
-        return self._check(error)
+        return dataclasses.replace(self._check(error), interrupted=interrupted)
 
     def _run(self, recorder: Recorder, seeds: dict[str, int]) -> None:
         s = self.scenario

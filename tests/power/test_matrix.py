@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from harness.power.campaign import PowerPlan, broken, recheck, run_power
@@ -119,3 +120,17 @@ def test_a_campaign_without_the_correct_broker_judges_only_the_bugs(tmp_path):
     console = Console(record=True, width=200)
     render_power(again, console)
     assert "correct broker not run" in console.export_text()
+
+
+def test_an_interrupted_run_stops_the_campaign_keeping_its_cell(tmp_path):
+    calls: list = []
+    cells: list = []
+
+    def runner(scenario: Scenario, options: RunOptions) -> RunOutcome:
+        calls.append(scenario.name)
+        return RunOutcome(options.store / scenario.name, 2, {"valid": "unknown"},
+                          "interrupted", interrupted=True)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_power(plan(tmp_path), lambda _matrix, cell: cells.append(cell), runner=runner)
+    assert calls == ["a"] and [c.verdict for c in cells] == ["unknown"]

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import io
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
 from rich.console import Console
 
 from faults.nemesis import NoopNemesis, Op
 from harness.checker import check
+from harness.ha_cases import wait_for
 from harness.history import HistoryWriter, read_history
 from harness.live import LiveDisplay
 from harness.run import RunOptions, RunStatus, effective_scenario, queue_members
@@ -117,6 +120,29 @@ def test_a_cluster_that_never_starts_leaves_history_and_unknown_results(
     assert results["valid"] == "unknown" and "ClusterStartError" in results["harness_error"]
     assert read_history(run_dir / "history.jsonl").header.seed == 3
     assert "harness failure" in done.stdout
+
+
+def test_sigterm_stops_a_run_removing_its_cluster_and_keeping_its_history(
+        tmp_path: Path) -> None:
+    """As a cancelled CI job or a `kill` does: no node or proxy outlives the run."""
+    store = tmp_path / "store"
+    run = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "smoke", "--seed", "4",
+                            "--time-limit", "60", "--store", str(store)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def started() -> list[psutil.Process]:
+            return [p for p in psutil.Process(run.pid).children(recursive=True)
+                    if "cluster.node" in " ".join(p.cmdline())]
+        wait_for(lambda: len(started()) == 3, "the run's three nodes", timeout=60)
+        helpers = psutil.Process(run.pid).children(recursive=True)
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(60) != 0
+    finally:
+        run.kill()
+    assert not any(p.is_running() for p in helpers), "a node or proxy outlived the run"
+    run_dir = (store / "latest").resolve()
+    assert read_history(run_dir / "history.jsonl").header.seed == 4
+    assert "interrupted" in json.loads((run_dir / "results.json").read_text())["harness_error"]
 
 
 def test_bad_scenarios_exit_254_naming_file_and_key(tmp_path: Path) -> None:
