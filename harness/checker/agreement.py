@@ -56,43 +56,19 @@ PLACED_PHASES = frozenset({"quiet", SYNCED_PHASE})
 SETTLED_PREFIX = "settled-"
 
 
-class Disagreement(Streaming):
-    name = "disagreement"
-
-    def start(self, run: Run) -> Observer:
-        return _Agreement(run, self.name)
-
-
-class SplitBrain(Streaming):
-    name = "split-brain"
-
-    def start(self, run: Run) -> Observer:
-        return _Agreement(run, self.name)
+# The kinds the agreement pass reports, each its own checker (one JUnit case each).
+KINDS = ("disagreement", "split-brain", "sync-incomplete", "under-replicated",
+         "over-replicated", "node-unavailable")
+SPLIT_BRAIN, NODE_UNAVAILABLE = "split-brain", "node-unavailable"
 
 
-class SyncIncomplete(Streaming):
-    name = "sync-incomplete"
+class Agreement(Streaming):
+    """The agreement checks' anomalies of one kind (of `KINDS`)."""
 
-    def start(self, run: Run) -> Observer:
-        return _Agreement(run, self.name)
-
-
-class UnderReplicated(Streaming):
-    name = "under-replicated"
-
-    def start(self, run: Run) -> Observer:
-        return _Agreement(run, self.name)
-
-
-class OverReplicated(Streaming):
-    name = "over-replicated"
-
-    def start(self, run: Run) -> Observer:
-        return _Agreement(run, self.name)
-
-
-class NodeUnavailable(Streaming):
-    name = "node-unavailable"
+    def __init__(self, kind: str) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"agreement kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        self.name = kind
 
     def start(self, run: Run) -> Observer:
         return _Agreement(run, self.name)
@@ -148,7 +124,7 @@ class _Agreement:
                       for node, queues in nodes.items()}
             found = _compare(phase, steady, set(self.churned))
             if phase in PLACED_PHASES or phase.startswith(SETTLED_PREFIX):
-                split = {a.queue for a in found if a.kind == SplitBrain.name}  # said already
+                split = {a.queue for a in found if a.kind == SPLIT_BRAIN}  # said already
                 policies = self._policies(policy_changes, self.times[phase])
                 found += misplaced(phase, steady, {q: policy for q, policy in
                                                       policies.items() if q not in split})
@@ -156,7 +132,7 @@ class _Agreement:
             for anomaly in found:
                 if anomaly.kind != self.kind:
                     continue
-                if anomaly.kind == SplitBrain.name and caveat is not None:
+                if anomaly.kind == SPLIT_BRAIN and caveat is not None:
                     anomaly.caveat = caveat
                     caveats.append(anomaly)
                 else:
@@ -174,7 +150,7 @@ class _Agreement:
         loser back)."""
         if phase not in PLACED_PHASES:
             return []
-        return [Anomaly(NodeUnavailable.name, [u["node"]],
+        return [Anomaly(NODE_UNAVAILABLE, [u["node"]],
                         f"at {phase}, after every fault healed, running node {u['node']} "
                         f"did not answer: {u['error']}")
                 for u in self.unasked if u["phase"] == phase]
@@ -203,7 +179,7 @@ def _compare(phase: str, nodes: Mapping[str, Mapping[str, Report]],
         views = {n: qs[queue] for n, qs in nodes.items() if queue in qs}
         masters = {n: v.get("master") for n, v in views.items()}
         if len(set(masters.values())) > 1:
-            found.append(Anomaly("split-brain", sorted(views), f"at {phase}, nodes name "
+            found.append(Anomaly(SPLIT_BRAIN, sorted(views), f"at {phase}, nodes name "
                                  "different masters: " + _listing(masters), queue=queue))
             continue
         mirrors = {n: sorted(v.get("mirrors") or ()) for n, v in views.items()}

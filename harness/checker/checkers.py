@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-from harness.checker.agreement import (
-    Disagreement,
-    NodeUnavailable,
-    OverReplicated,
-    SplitBrain,
-    SyncIncomplete,
-    UnderReplicated,
-)
+from harness.checker.agreement import KINDS as AGREEMENT_KINDS
+from harness.checker.agreement import Agreement
 from harness.checker.cancels import CancelMissing, CancelUnexpected
 from harness.checker.completeness import Completeness
 from harness.checker.compose import Composed
@@ -35,9 +29,8 @@ def default_checkers(bucket_s: float = 1.0) -> list[StreamingChecker]:
     """One checker per concern; each becomes one JUnit test case in reports."""
     return [Completeness(), Lost(), LostUnacked(), Unexpected(), Duplicates(), Resurrected(),
             Recovered(), Ordering(), Overtaken(), CancelMissing(), CancelUnexpected(), Stalls(),
-            Disagreement(), SplitBrain(), SyncIncomplete(), UnderReplicated(), OverReplicated(),
-            NodeUnavailable(), Undeleted(), WrongPromotion(), Latency(bucket_s),
-            Throughput(bucket_s)]
+            *(Agreement(kind) for kind in AGREEMENT_KINDS), Undeleted(), WrongPromotion(),
+            Latency(bucket_s), Throughput(bucket_s)]
 
 
 def check(history: History, checkers: list[StreamingChecker] | None = None) -> Result:
