@@ -6,9 +6,12 @@ matched to the replay's master changes of its queue that happened up to ``slack`
 seconds before it (the broker detects a failure seconds after the fault starts). Only a
 report with exactly one such change is judged: with none or several the replay cannot
 tell which failure the broker acted on. Nor is it judged when a partition under
-``ignore``/``autoheal`` (whose split views the replay does not model) or a link fault
-touching the predicted or the reported node came in between. Queues the workload's
-churners declared are not judged: the header gives no membership to replay for them.
+``ignore``/``autoheal`` (whose split views the replay does not model) came in between,
+or a link fault that may have kept the predicted heir from taking over (a cut off it that
+the nodes could detect, a degraded link of its own); a short cut of the dying master, or
+a degraded link between the master and another mirror, leaves the heir as it was.
+Queues the workload's churners declared are not judged: the header gives no membership
+to replay for them.
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from faults.topology import node_link_name
 from harness.checker.anomalies import Grouper
 from harness.checker.compose import Streaming
 from harness.checker.membership import changes_from, master_changes, replayed
 from harness.checker.protocol import Handler, Observer
-from harness.checker.record import is_link_fault, touches
-from harness.checker.result import Result
+from harness.checker.record import detected, is_link_fault, touches
+from harness.checker.result import Fault, Result
 from harness.checker.run import Run
 from harness.history.model import PARTITION_FAULT, Event
 
@@ -84,8 +88,9 @@ class _Promotions:
                 continue
             begin = min(changed, r.time)
             if any(f.overlaps(begin - self.slack, r.time) and (
-                    (split_views and f.kind == PARTITION_FAULT) or (is_link_fault(f) and (
-                        touches(f, predicted) or touches(f, r.master)))) for f in faults):
+                    (split_views and f.kind == PARTITION_FAULT)
+                    or (is_link_fault(f) and _sidelines(f, predicted, header.nodes, faults)))
+                    for f in faults):
                 unjudged += 1
                 continue
             wrong.add("wrong-promotion", r.reporter,
@@ -94,3 +99,19 @@ class _Promotions:
                       r.queue)
         counts = {"wrong_promotion": len(wrong), "promotions_unjudged": unjudged}
         return Result(WrongPromotion.name, not wrong, counts, wrong.anomalies(timeline))
+
+
+
+def _sidelines(fault: Fault, heir: str, nodes: tuple[str, ...], faults: list[Fault]) -> bool:
+    """Whether a link fault may have kept the predicted ``heir`` from taking over (its
+    peers took it for dead, or it paused for a partial partition): a partition that cuts
+    it off from some node and lasted long enough to be detected (a cut ended, or whose
+    cut-off nodes were killed, within failure detection changes no one's view), or a
+    degradation of one of its links."""
+    if fault.kind == PARTITION_FAULT:
+        return touches(fault, heir) and detected(fault, faults)
+    links = fault.detail.get("links")
+    if links:
+        return any(node_link_name(heir, n) in links or node_link_name(n, heir) in links
+                   for n in nodes)
+    return touches(fault, heir)

@@ -13,7 +13,7 @@ from harness.checker.result import Fault
 from harness.history.errors import InconsistentHistory
 from harness.history.model import CRASH_FAULTS, PARTITION_FAULT, SHUTDOWN_FAULTS, Event
 
-_DETAIL_KEYS = ("grudge", "definition", "pattern", "queue", "cancelled")
+_DETAIL_KEYS = ("grudge", "links", "definition", "pattern", "queue", "cancelled")
 SYNCHRONISED = "synchronised"  # a completed sync-end's outcome
 # faults after which the broker requeues unacked messages (consumers lose their channel
 # or the queue fails over), so later deliveries may legitimately be out of order

@@ -67,6 +67,28 @@ def test_a_link_fault_on_the_predicted_heir_is_not_judged() -> None:
     assert part(run(_reported(b, "n3")), "wrong-promotion").valid is True
 
 
+def test_a_short_cut_of_the_dying_master_or_of_its_link_to_another_mirror_is_judged(
+) -> None:
+    """The master cut off for less than failure detection and killed, after its link to
+    n3 alone black-holed: n2 and n3 heard each other throughout, so n2 is the heir."""
+    b = builder()
+    b.at(4.4).fault("timeout", ["n1", "n3"], links=["link:n1->n3"])
+    b.at(4.9).fault("partition", ["n1"], grudge={"n1": ["n2", "n3"], "n2": ["n1"],
+                                                 "n3": ["n1"]})
+    _master_killed_at_5(b)
+    assert violated(run(_reported(b, "n3")), "wrong-promotion") == ["n3"]
+
+
+def test_a_detected_cut_off_the_heir_or_a_degraded_link_of_its_own_is_not_judged() -> None:
+    for fault, detail in (("partition", {"grudge": {"n2": ["n1", "n3"], "n1": ["n2"],
+                                                    "n3": ["n2"]}}),
+                          ("reset_peer", {"links": ["link:n2->n3"]})):
+        b = builder()
+        b.at(2.0).fault(fault, ["n2", "n3"] if fault != "partition" else ["n2"], **detail)
+        _master_killed_at_5(b)
+        assert part(run(_reported(b, "n3")), "wrong-promotion").valid is True, fault
+
+
 def test_when_synced_keeps_an_unsynchronised_eldest_mirror_from_being_predicted() -> None:
     b = builder(policy={"ha-mode": "all", "ha-promote-on-failure": "when-synced"})
     b.heal(b.fault("kill", ["n2", "n3"]))  # both mirrors rejoin empty: the queue goes down
