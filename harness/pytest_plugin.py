@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from faults.client import ToxiproxyClient
     from harness.history import HistoryWriter
     from harness.history.model import Event
-    from harness.run.faults import RecordedNemesis
+    from harness.run.faults import Locate, RecordedNemesis
     from harness.runtime import Cluster
 
 MARKER = "mq_cluster"
@@ -226,12 +226,13 @@ def _build_nemesis(kind: str, cluster: Cluster, seed: int) -> Any:
     raise ValueError(f"unknown nemesis {kind!r}; one of {', '.join(NEMESIS_KINDS)}")
 
 
-def _locator(cluster: Cluster, queue: str | None) -> Callable[[str], str]:
-    """``master``/``mirror`` -> the node that is ``queue``'s master or a mirror now, as
-    a running node's management API reports it."""
+def _locator(cluster: Cluster, default: str | None) -> Locate:
+    """``master``/``mirror`` -> the node that is the queue's (by default ``default``'s)
+    master or a mirror now, as a running node's management API reports it."""
     from faults.management import Management, ManagementError
 
-    def locate(which: str) -> str:
+    def locate(which: str, queue: str | None = None) -> str:
+        queue = queue or default
         if queue is None:
             raise ValueError(f"a {which!r} target needs nemesis(..., queue=NAME)")
         for node in cluster.nodes:

@@ -6,9 +6,9 @@ work."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from faults.nemesis import HEAL, Nemesis, Op
 from faults.topology import Topology
@@ -31,7 +31,11 @@ _ENDING = {"resume": {"pause"}, "start": {"kill", "power-loss", "stop"}}
 # ops whose fault is over when the op returns (the node is back, the sync is complete)
 _SELF_ENDING = {"restart", "rolling-restart", "sync-queue"}
 
-Locate = Callable[[str], str]  # "master" | "mirror" -> the node it names now
+class Locate(Protocol):
+    """``master``/``mirror``/``youngest`` of ``queue`` (default the workload's first)
+    -> the node it names now."""
+
+    def __call__(self, which: str, queue: str | None = None) -> str: ...
 
 
 @dataclass
@@ -95,8 +99,9 @@ class RecordedNemesis:
     def _resolve(self, op: Op) -> Op:
         """``master``/``mirror`` in ``nodes``, ``node``, ``from`` and ``to`` become the
         node they name now, as do ``master``/``mirror``/``youngest`` in a set-policy's
-        ``ha-params`` list; degrade ``links`` ``master-out``, the node links from the
-        master now (what carries its replication to the mirrors)."""
+        ``ha-params`` list (of the step's ``queue``, by default the first); degrade
+        ``links`` ``master-out``, the node links from the master now (what carries its
+        replication to the mirrors)."""
         if not isinstance(op.value, dict):
             return op
         value = dict(op.value)
@@ -107,8 +112,10 @@ class RecordedNemesis:
         definition = value.get("definition")
         if op.f == "set-policy" and isinstance(definition, dict) and isinstance(
                 definition.get("ha-params"), list):
+            of = value.pop("queue", None)
             value["definition"] = {**definition, "ha-params": [
-                self.locate(n) if n in POLICY_NODES else n for n in definition["ha-params"]]}
+                self.locate(n, of) if n in POLICY_NODES else n
+                for n in definition["ha-params"]]}
         if op.f == "degrade" and value.get("links") == MASTER_OUT:
             master = self.locate("master")
             value["links"] = [self.topology.node_link(master, node).name

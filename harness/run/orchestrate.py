@@ -416,12 +416,12 @@ class ScenarioRun:
                 return info
         return None
 
-    def _locate(self, which: str) -> str:
+    def _locate(self, which: str, queue: str | None = None) -> str:
         """``master``, ``mirror`` (the eldest: the first the queue reports in join
         order, next after the master on its GM ring, the one a failure promotes) or
-        ``youngest`` (the mirror that joined last) of the first queue; in configured
-        order when no node reports the queue's mirrors."""
-        queue = self.scenario.workload.queues[0]
+        ``youngest`` (the mirror that joined last) of ``queue``, by default the first;
+        in configured order when no node reports the queue's mirrors."""
+        queue = queue or self.scenario.workload.queues[0]
         master = self._master(queue)
         if which == "master":
             return master

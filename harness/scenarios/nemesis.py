@@ -199,7 +199,11 @@ def _policy_value(scenario: Scenario, value: Any, step: int) -> dict[str, Any]:
     step names another policy or pattern; the heal restores the run's policy."""
     if not isinstance(value, dict) or not isinstance(value.get("definition"), dict):
         raise PlanError(f"step {step}: set-policy takes {{definition = {{...}}}} and "
-                        f"optionally name, pattern and priority, got {value!r}")
+                        f"optionally name, pattern, priority and queue, got {value!r}")
+    if "queue" in value and value["queue"] not in scenario.workload.queues:
+        raise PlanError(f"step {step}: set-policy's queue (whose master and mirrors "
+                        f"ha-params may name) must be one of the workload's queues "
+                        f"{list(scenario.workload.queues)}, got {value['queue']!r}")
     return {"name": POLICY_NAME, "pattern": queue_pattern(scenario), "priority": 0,
             "apply-to": "queues", **value}
 

@@ -43,8 +43,8 @@ def access(cluster: LiveCluster) -> dict[str, NodeAccess]:
 
 def recorded(cluster: LiveCluster, inner: Nemesis, writer: HistoryWriter) -> RecordedNemesis:
     """The run's recorded nemesis, with n1 as the first queue's master."""
-    return RecordedNemesis(inner, writer, lambda which: "n1", cluster.topology, cluster.names,
-                           ActiveFaults())
+    return RecordedNemesis(inner, writer, lambda which, queue=None: "n1", cluster.topology,
+                           cluster.names, ActiveFaults())
 
 
 def history(cluster: LiveCluster, path: Path) -> HistoryWriter:

@@ -188,7 +188,7 @@ def test_recorded_faults_are_history_the_checker_reads(tmp_path: Path) -> None:
     path = tmp_path / "history.jsonl"
     status = ActiveFaults()
     with HistoryWriter(path, run_id="r", scenario="t", seed=1, config=config) as writer:
-        nemesis = RecordedNemesis(NoopNemesis(), writer, lambda which: "n2", None,  # type: ignore[arg-type]
+        nemesis = RecordedNemesis(NoopNemesis(), writer, lambda which, queue=None: "n2", None,  # type: ignore[arg-type]
                                   ["n1", "n2", "n3"], status)
         nemesis.invoke(Op("pause", {"nodes": "master"}))
         assert status.active == {"pause-1": "pause n2"}
@@ -214,18 +214,25 @@ def test_recorded_faults_are_history_the_checker_reads(tmp_path: Path) -> None:
 
 def test_a_policy_naming_nodes_symbolically_is_recorded_with_the_nodes_then_meant(
         tmp_path: Path) -> None:
-    """``ha-params`` ``["mirror", "youngest"]``: the nodes they name when invoked."""
-    named = {"master": "n1", "mirror": "n2", "youngest": "n3"}
+    """``ha-params`` ``["mirror", "youngest"]``: the nodes they name when invoked, of
+    the first queue or of the step's ``queue``."""
+    named = {"master@None": "n1", "mirror@None": "n2", "youngest@None": "n3",
+             "mirror@q2": "n3", "youngest@q2": "n1"}
     path = tmp_path / "history.jsonl"
     config = {"nodes": ["n1", "n2", "n3"], "partition_handling": "pause_minority"}
     with HistoryWriter(path, run_id="r", scenario="t", seed=1, config=config) as writer:
-        nemesis = RecordedNemesis(NoopNemesis(), writer, named.__getitem__, None,  # type: ignore[arg-type]
+        nemesis = RecordedNemesis(NoopNemesis(), writer,
+                                  lambda which, queue=None: named[f"{which}@{queue}"],
+                                  None,  # type: ignore[arg-type]
                                   ["n1", "n2", "n3"], ActiveFaults())
         nemesis.invoke(Op("set-policy", {"name": "ha", "pattern": "^q", "definition": {
             "ha-mode": "nodes", "ha-params": ["mirror", "youngest", "n1"]}}))
-    (start, *_) = [e for e in map(json.loads, path.read_text().splitlines()[1:])
-                   if e["op"] == "fault-start"]
-    assert start["definition"] == {"ha-mode": "nodes", "ha-params": ["n2", "n3", "n1"]}
+        nemesis.invoke(Op("set-policy", {"name": "ha", "pattern": "^q", "queue": "q2",
+                                         "definition": {"ha-mode": "nodes",
+                                                        "ha-params": ["mirror", "youngest"]}}))
+    starts = [e for e in map(json.loads, path.read_text().splitlines()[1:])
+              if e["op"] == "fault-start" and e["type"] == "ok"]
+    assert [s["definition"]["ha-params"] for s in starts] == [["n2", "n3", "n1"], ["n3", "n1"]]
 
 
 def test_a_partition_targets_the_nodes_it_cuts_off() -> None:
