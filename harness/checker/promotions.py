@@ -5,7 +5,10 @@ surviving mirror, a synchronised one under ``when-synced``. A ``promotion`` repo
 matched to the replay's master changes of its queue that happened up to ``slack``
 seconds before it (the broker detects a failure seconds after the fault starts). Only a
 report with exactly one such change is judged: with none or several the replay cannot
-tell which failure the broker acted on. Nor is it judged when a partition under
+tell which failure the broker acted on, and when the report names the master it took
+over from (``previous``), that must be the replay's too: else the replay lost track of
+the queue (a mirror synchronised by draining, which the record cannot show). Nor is it
+judged when a partition under
 ``ignore``/``autoheal`` (whose split views the replay does not model) came in between,
 or a link fault that may have kept the predicted heir from taking over (a cut off it that
 the nodes could detect, a degraded link of its own); a short cut of the dying master, or
@@ -49,6 +52,7 @@ class _Report(NamedTuple):
     queue: str
     master: str
     reporter: str
+    previous: frozenset[str] | None  # the nodes of the masters it took over from, if said
 
 
 class _Promotions:
@@ -62,7 +66,9 @@ class _Promotions:
 
     def promotion(self, ev: Event) -> None:
         if ev.queue is not None and ev.node is not None:
-            self.reports.append(_Report(ev.time, ev.queue, ev.node, ev.process))
+            previous = ev.get("previous")
+            self.reports.append(_Report(ev.time, ev.queue, ev.node, ev.process, frozenset(
+                str(m).split("/")[0] for m in previous) if isinstance(previous, list) else None))
 
     def finish(self) -> Result:
         run = self.run
@@ -72,18 +78,18 @@ class _Promotions:
         promoted = {}
         reports = [r for r in self.reports if r.queue not in run.churned]
         for queue in {r.queue for r in reports}:
-            promoted[queue] = [(t, new) for t, _, new in
+            promoted[queue] = [(t, old, new) for t, old, new in
                                master_changes(replayed(header, changes, queue).masters)]
         split_views = header.partition_handling in _UNMODELLED_PARTITIONS
         wrong = Grouper()
         unjudged = 0
         for r in reports:
-            near = [(t, new) for t, new in promoted[r.queue]
+            near = [(t, old, new) for t, old, new in promoted[r.queue]
                     if r.time - self.slack <= t <= r.time + _EARLY_S]
-            if len(near) != 1:
-                unjudged += 1
+            if len(near) != 1 or (r.previous is not None and near[0][1] not in r.previous):
+                unjudged += 1  # the broker took over from another master than the replay's
                 continue
-            changed, predicted = near[0]
+            changed, _, predicted = near[0]
             if predicted == r.master:
                 continue
             begin = min(changed, r.time)

@@ -50,6 +50,16 @@ def test_several_changes_close_together_are_not_judged() -> None:
     assert part(result, "wrong-promotion").counts["promotions_unjudged"] == 1
 
 
+def test_a_report_taking_over_from_another_master_than_the_replays_is_not_judged() -> None:
+    """The replay lost track of the queue (say a mirror synchronised by draining, which
+    the record cannot show): the report names the master it took over from."""
+    for previous, judged in ((["n1/a1"], True), (["n3/c1"], False)):
+        b = _master_killed_at_5()
+        b.at(8.0).node_event("promotion", "n3", queue="q", node="n3", previous=previous)
+        b.at(9.0).drain()
+        assert part(run(b), "wrong-promotion").valid is not judged, previous
+
+
 def test_a_report_the_replay_does_not_explain_is_not_judged() -> None:
     b = builder()
     b.at(5.0).fault("kill", ["n3"])  # a mirror: no master change in the record
