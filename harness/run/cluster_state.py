@@ -97,13 +97,15 @@ def replicas_agree(reports: Reports) -> bool:
                    if state.get("master") == node)
 
 
-def settled(reports: Reports, queues: Collection[str] = ()) -> bool:
-    """Every node answered, all name the same queues with the same master and mirrors
-    (message counts may differ while clients work), and each of ``queues`` has a
-    replica on every node its policy, as its master reports it, covers, and none the
-    policy does not allow."""
+def settled(reports: Reports, queues: Collection[str] = (), *,
+            answering: bool = False) -> bool:
+    """Every node answered (or, with ``answering``, those that did: a paused minority
+    does not), all name the same queues with the same master and mirrors (message
+    counts may differ while clients work), and each of ``queues`` has a replica on every
+    node its policy, as its master reports it, covers, and none the policy does not
+    allow."""
     views = {n: v for n, v in reports.items() if not isinstance(v, str)}
-    if not views or len(views) < len(reports):
+    if not views or (len(views) < len(reports) and not answering):
         return False
     shapes = {tuple(sorted((name, q.get("master"), tuple(sorted(q.get("mirrors") or ())))
                            for name, q in view.items()))
@@ -117,8 +119,9 @@ def settled(reports: Reports, queues: Collection[str] = ()) -> bool:
 
 class SettledState:
     """The ``cluster-state`` step: asks every running node until they have settled
-    (`settled`: agreed, and ``queues`` placed as their policy says) or ``settle_s`` has
-    passed, then records what each reported as phase
+    (`settled`: agreed, and ``queues`` placed as their policy says; with the step's
+    ``answering``, those that answer: mid-partition, a paused minority does not) or
+    ``settle_s`` has passed, then records what each reported as phase
     ``settled-N``. A broker that never converges after a heal (two masters for good,
     a node that lost a queue) is recorded as it stands when the wait runs out, and the
     agreement checker judges it. It is an observation, not a fault: the run writes no
@@ -146,10 +149,11 @@ class SettledState:
     def invoke(self, op: Op) -> Op:
         if op.f == HEAL:
             return op.ok({})
+        answering = bool((op.value or {}).get("answering"))
         deadline = time.monotonic() + self.settle_s
         while True:
             reports = ask_cluster_state({n: self.endpoints[n] for n in self.running()})
-            agreed = settled(reports, self.queues)
+            agreed = settled(reports, self.queues, answering=answering)
             if agreed or time.monotonic() >= deadline:
                 break
             time.sleep(self.poll)

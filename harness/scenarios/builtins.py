@@ -93,8 +93,9 @@ def _full_restart(at: float) -> list[dict[str, object]]:
 # synchronised (when-synced); syncs, then a kill (what a sync copied); the eldest mirror
 # cut off and killed (GM take-over: what it never passed on to the youngest), then the
 # master; a sync cancelled while it copies (batches of 16 make it last), then syncs; a
-# partition long enough to pause the minority, and once it is back, the nodes'
-# agreement. The run ends with a drain by promotion and the nodes' agreement.
+# partition long enough to pause the minority, the nodes that answer asked while it
+# lasts (a minority master that kept running shows as a second master), and once it is
+# back, the nodes' agreement. The run ends with a drain by promotion and the nodes' agreement.
 _GAUNTLET_STEPS = [
     *_drop_cut_and_kill(0.0), _step(3.0, "heal"),
     *_cut_and_kill(8.0), _step(11.0, "heal"),
@@ -104,7 +105,8 @@ _GAUNTLET_STEPS = [
     *_drop_cut_and_kill(33.0), _step(36.0, "heal"),
     _step(38.0, "sync-queue", {"queue": "q2", "node": "master", "cancel_after": 0.0}),
     _step(39.0, "sync-queue", {"queue": "q2"}), _step(39.5, "sync-queue", {"queue": "q1"}),
-    _step(41.0, "partition", _ISOLATE_MASTER), _step(47.0, "heal"),
+    _step(41.0, "partition", _ISOLATE_MASTER), _step(45.0, SETTLED_STATE, {"answering": True}),
+    _step(47.0, "heal"),
     _step(47.5, SETTLED_STATE),
 ]
 

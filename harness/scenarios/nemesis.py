@@ -176,6 +176,10 @@ def _sequence(scenario: Scenario, raw: Any) -> list[Step]:
             value = _sync_value(scenario, value, i)
         elif f == "set-policy":
             value = _policy_value(scenario, value, i)
+        elif f == SETTLED_STATE and value is not None and (
+                not isinstance(value, dict) or set(value) - {"answering"}):
+            raise PlanError(f"step {i}: cluster-state takes only {{answering = true|false}}, "
+                            f"got {value!r}")
         steps.append(Step(float(at), Op(f, value)))
     return sorted(steps, key=lambda s: s.at)
 

@@ -85,6 +85,12 @@ def test_reports_have_settled_when_all_answer_and_name_the_same_masters_and_mirr
     assert not settled({"n1": {"q": view}, "n2": {}})
     assert not settled({"n1": {"q": view}, "n2": "no answer"})
     assert not settled({})
+    # mid-partition, asking the nodes that answer: a paused minority is left out, a
+    # second master is not
+    assert settled({"n1": {"q": view}, "n2": "app_stopped"}, answering=True)
+    assert not settled({"n1": {"q": view}, "n2": {"q": {**view, "master": "n2"}},
+                        "n3": "app_stopped"}, answering=True)
+    assert not settled({"n1": "app_stopped"}, answering=True)
 
 
 def test_reports_have_settled_only_once_each_queue_is_placed_as_its_policy_says() -> None:
