@@ -82,8 +82,8 @@ class LossRules:
                             and detected(f, faults)]
         # Under autoheal the losing side serves on after the heal until the nodes hear
         # each other again and it restarts.
-        self._after_heal = AUTOHEAL_AFTER_HEAL_S if header.partition_handling == "autoheal" \
-            else 0.0
+        self._after_heal = (AUTOHEAL_AFTER_HEAL_S if header.partition_handling == "autoheal"
+                            else 0.0)
         self._breaks: dict[str, list[float]] = {}
         points = set(self._change_times)
         for f in faults:

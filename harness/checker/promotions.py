@@ -8,11 +8,11 @@ report with exactly one such change is judged: with none or several the replay c
 tell which failure the broker acted on, and when the report names the master it took
 over from (``previous``), that must be the replay's too: else the replay lost track of
 the queue (a mirror synchronised by draining, which the record cannot show). Nor is it
-judged when a partition under
-``ignore``/``autoheal`` (whose split views the replay does not model) came in between,
-or a link fault that may have kept the predicted heir from taking over (a cut off it that
-the nodes could detect, a degraded link of its own); a short cut of the dying master, or
-a degraded link between the master and another mirror, leaves the heir as it was.
+judged when a partition under ``ignore``/``autoheal`` (whose split views the replay
+does not model) came in between, or a link fault that may have kept the predicted heir
+from taking over (a cut off it that the nodes could detect, a degraded link of its own);
+a short cut of the dying master, or a degraded link between the master and another
+mirror, leaves the heir as it was.
 Queues the workload's churners declared are not judged: the header gives no membership
 to replay for them.
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from cluster.ha.record import node_of
 from faults.topology import node_link_name
 from harness.checker.anomalies import Grouper
 from harness.checker.compose import Streaming
@@ -67,8 +68,9 @@ class _Promotions:
     def promotion(self, ev: Event) -> None:
         if ev.queue is not None and ev.node is not None:
             previous = ev.get("previous")
-            self.reports.append(_Report(ev.time, ev.queue, ev.node, ev.process, frozenset(
-                str(m).split("/")[0] for m in previous) if isinstance(previous, list) else None))
+            took_over = (frozenset(node_of(str(m)) for m in previous)
+                         if isinstance(previous, list) else None)
+            self.reports.append(_Report(ev.time, ev.queue, ev.node, ev.process, took_over))
 
     def finish(self) -> Result:
         run = self.run
@@ -105,7 +107,6 @@ class _Promotions:
                       r.queue)
         counts = {"wrong_promotion": len(wrong), "promotions_unjudged": unjudged}
         return Result(WrongPromotion.name, not wrong, counts, wrong.anomalies(timeline))
-
 
 
 def _sidelines(fault: Fault, heir: str, nodes: tuple[str, ...], faults: list[Fault]) -> bool:
