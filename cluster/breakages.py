@@ -16,7 +16,7 @@ VIOLATION_KINDS = frozenset({
     "lost", "lost-unacked", "duplicate", "resurrected", "reordered", "cancel-missing",
     "cancel-unexpected", "stalled", "overtaken", "split-brain", "disagreement",
     "wrong-promotion", "undeleted", "under-replicated", "over-replicated",
-    "node-unavailable",
+    "node-unavailable", "autoheal-wrong-side",
 })
 
 
@@ -137,7 +137,8 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "they should agree again (before any later restart mends it)"),
     Breakage("autoheal-wrong-winner",
              "under autoheal the bigger side restarts after the heal, not the smaller, "
-             "dropping what the side that should win confirmed", ("lost",),
+             "dropping what the side that should win confirmed",
+             ("autoheal-wrong-side", "lost"),
              "a partition that cuts one node off, long enough to be detected, under "
              "publish load on the other side, then its heal"),
     Breakage("boot-no-wait",

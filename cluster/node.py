@@ -437,7 +437,8 @@ class Node:
         elif (self.settings.partition_handling == "autoheal" and self._autoheal_loses()
               and not self.config.broker.breaks.autoheal_no_restart):
             # The other side won: restart, so our mirrors rejoin theirs empty.
-            self.events.emit("autoheal_restart", winners=sorted(peers.detector.partitions))
+            self.events.emit("restart", reason="autoheal",
+                             winners=sorted(peers.detector.partitions))
             self._app_change(self._restart_app)
         # Otherwise the sides stay apart (ignore), or a loser will restart (autoheal).
 

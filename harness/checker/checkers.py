@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from harness.checker.agreement import KINDS as AGREEMENT_KINDS
 from harness.checker.agreement import Agreement
+from harness.checker.autoheal import AutohealWrongSide
 from harness.checker.cancels import CancelMissing, CancelUnexpected
 from harness.checker.completeness import Completeness
 from harness.checker.compose import Composed
@@ -30,7 +31,7 @@ def default_checkers(bucket_s: float = 1.0) -> list[StreamingChecker]:
     return [Completeness(), Lost(), LostUnacked(), Unexpected(), Duplicates(), Resurrected(),
             Recovered(), Ordering(), Overtaken(), CancelMissing(), CancelUnexpected(), Stalls(),
             *(Agreement(kind) for kind in AGREEMENT_KINDS), Undeleted(), WrongPromotion(),
-            Latency(bucket_s), Throughput(bucket_s)]
+            AutohealWrongSide(), Latency(bucket_s), Throughput(bucket_s)]
 
 
 def check(history: History, checkers: list[StreamingChecker] | None = None) -> Result:
