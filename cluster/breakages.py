@@ -16,7 +16,7 @@ VIOLATION_KINDS = frozenset({
     "lost", "lost-unacked", "duplicate", "resurrected", "reordered", "cancel-missing",
     "cancel-unexpected", "stalled", "overtaken", "split-brain", "disagreement",
     "wrong-promotion", "undeleted", "under-replicated", "over-replicated",
-    "node-unavailable", "autoheal-wrong-side",
+    "node-unavailable", "autoheal-wrong-side", "unanswered",
 })
 
 
@@ -34,6 +34,11 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
     Breakage("early-tx-commit",
              "tx.commit-ok is sent before every mirror has the transaction's messages",
              ("lost",), "master killed just after a commit"),
+    Breakage("confirm-waits-for-dead",
+             "a publish in flight when a node dies keeps waiting for that node's replica: "
+             "its confirm never comes", ("unanswered",),
+             "a node killed while publishers on other nodes confirm, healed well before "
+             "they give up on the confirm"),
     Breakage("youngest-promoted",
              "on master failure the youngest surviving mirror is promoted, not the eldest",
              ("wrong-promotion", "lost"), "master killed while two or more mirrors survive"),
@@ -156,6 +161,7 @@ class Breaks:
 
     early_confirm: bool = False
     early_tx_commit: bool = False
+    confirm_waits_for_dead: bool = False
     youngest_promoted: bool = False
     no_requeue_on_promotion: bool = False
     unflagged_redelivery: bool = False

@@ -223,9 +223,10 @@ class Coordinator:
             self.awaiting.discard(peer)
             if not self.awaiting:
                 self.stop_waiting()
-        for waits in self.waits.values():
-            for wait in waits.values():
-                wait.lost(peer)
+        if not self.breaks.confirm_waits_for_dead:
+            for waits in self.waits.values():
+                for wait in waits.values():
+                    wait.lost(peer)
         for queue in self._queues():
             self._member_lost(queue, peer)
         for call_id, (node, reply) in list(self._calls.items()):

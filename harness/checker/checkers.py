@@ -21,6 +21,7 @@ from harness.checker.resurrected import Resurrected
 from harness.checker.stalls import Stalls
 from harness.checker.throughput import Throughput
 from harness.checker.unacked import LostUnacked
+from harness.checker.unanswered import Unanswered
 from harness.checker.undeleted import Undeleted
 from harness.checker.unexpected import Unexpected
 from harness.history.reader import History
@@ -29,7 +30,8 @@ from harness.history.reader import History
 def default_checkers(bucket_s: float = 1.0) -> list[StreamingChecker]:
     """One checker per concern; each becomes one JUnit test case in reports."""
     return [Completeness(), Lost(), LostUnacked(), Unexpected(), Duplicates(), Resurrected(),
-            Recovered(), Ordering(), Overtaken(), CancelMissing(), CancelUnexpected(), Stalls(),
+            Recovered(), Unanswered(), Ordering(), Overtaken(), CancelMissing(),
+            CancelUnexpected(), Stalls(),
             *(Agreement(kind) for kind in AGREEMENT_KINDS), Undeleted(), WrongPromotion(),
             AutohealWrongSide(), Latency(bucket_s), Throughput(bucket_s)]
 

@@ -43,10 +43,10 @@ def test_a_healthy_history_is_valid_with_every_checker_agreeing() -> None:
     assert result.valid is True
     assert [p.checker for p in result.parts] == [
         "history", "lost", "lost-unacked", "unexpected", "duplicated", "resurrected",
-        "recovered", "ordering", "overtaken", "cancel-missing", "cancel-unexpected", "stalled",
-        "disagreement", "split-brain", "sync-incomplete", "under-replicated", "over-replicated",
-        "node-unavailable", "undeleted", "wrong-promotion", "autoheal-wrong-side", "latency",
-        "throughput"]
+        "recovered", "unanswered", "ordering", "overtaken", "cancel-missing",
+        "cancel-unexpected", "stalled", "disagreement", "split-brain", "sync-incomplete",
+        "under-replicated", "over-replicated", "node-unavailable", "undeleted",
+        "wrong-promotion", "autoheal-wrong-side", "latency", "throughput"]
     assert all(p.valid is True for p in result.parts)
 
 

@@ -164,6 +164,22 @@ def test_break_early_tx_commit() -> None:
         assert drain(sim, "n2") == []  # what a broken commit-ok promised is gone
 
 
+def test_break_confirm_waits_for_dead() -> None:
+    """A mirror dies while a publisher on the other mirror's node waits for every
+    replica: once the cluster sees it gone, the confirm must not wait for it."""
+    for breaks, confirmed in (((), {1, 2, 3, 4, 5}), (("confirm-waits-for-dead",), set())):
+        sim = mirrored_queue(5, *breaks)
+        publisher = sim.client("n2")
+        publisher.send(1, commands.Confirm.Select())
+        publisher.methods()
+        for i in range(5):
+            publisher.publish(1, f"m{i}".encode(), "ha.q", persistent=True)
+        sim.kill("n3")
+        sim.pump()
+        assert confirmed_tags(publisher) == confirmed
+        assert held(sim, "n1") == 5
+
+
 # -- promotion -------------------------------------------------------------------------
 
 
