@@ -132,6 +132,11 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "covers", ("over-replicated",),
              "a set-policy to ha-mode exactly with fewer replicas than running nodes, then "
              "the cluster asked"),
+    Breakage("policy-priority-inverted",
+             "of the policies whose pattern matches a queue, the one with the lowest "
+             "priority applies, not the highest", ("under-replicated",),
+             "a policy of lower priority on the same queues that mirrors less (the run's "
+             "decoy), and the cluster asked once every fault healed"),
     Breakage("forget-deletions",
              "a deleted record (a queue, an exchange, a binding, ...) leaves no tombstone, "
              "so a node that missed the delete brings it back", ("undeleted",),
@@ -186,6 +191,7 @@ class Breaks:
     no_remirror: bool = False
     no_spare_mirror: bool = False
     keeps_unwanted_mirrors: bool = False
+    policy_priority_inverted: bool = False
     forget_deletions: bool = False
     autoheal_no_restart: bool = False
     autoheal_wrong_winner: bool = False

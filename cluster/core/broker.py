@@ -11,7 +11,7 @@ import base64
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cluster.amqp.channel import Channel
@@ -202,7 +202,10 @@ class Broker:
     def policy_for(self, queue: Queue | ClusterQueue) -> Policy | None:
         if queue.exclusive_owner is not None:
             return None
-        return effective_policy(list(self.policies.values()), queue.vhost, queue.name)
+        policies = list(self.policies.values())
+        if self.config.breaks.policy_priority_inverted:
+            policies = [replace(p, priority=-p.priority) for p in policies]
+        return effective_policy(policies, queue.vhost, queue.name)
 
     def set_policy(self, policy: Policy) -> None:
         self.policies[(policy.vhost, policy.name)] = policy

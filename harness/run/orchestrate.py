@@ -45,7 +45,7 @@ from harness.run.cluster_state import SettledState, record_cluster_state
 from harness.run.faults import ActiveFaults, RecordedNemesis
 from harness.run.store import new_run_dir, write_json
 from harness.runtime import Cluster, ClusterSpec, Runtime
-from harness.scenarios import POLICY_NAME, Scenario, plan_steps, queue_pattern
+from harness.scenarios import POLICY_NAME, Scenario, decoy_policies, plan_steps, queue_pattern
 from harness.workload import Recorder, Workload, drain
 from harness.workload.clients import Address, amqp_url
 
@@ -363,9 +363,12 @@ class ScenarioRun:
             return
         body = {"pattern": queue_pattern(self.scenario),
                 "definition": dict(self.scenario.policy), "priority": 0, "apply-to": "queues"}
+        policies = {POLICY_NAME: body, **decoy_policies(self.scenario)}
         # On every node: until the cluster replicates metadata, each holds its own.
         for node in self.scenario.node_names:
-            Management(cluster.mgmt_url(node)).put_policy("/", POLICY_NAME, body)
+            management = Management(cluster.mgmt_url(node))
+            for name, policy in policies.items():
+                management.put_policy("/", name, policy)
 
     async def _declare(self, cluster: Cluster, homes: dict[str, str]) -> None:
         w = self.scenario.workload

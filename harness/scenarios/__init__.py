@@ -8,7 +8,13 @@ from pathlib import Path
 from harness.scenarios.builtins import SCENARIOS
 from harness.scenarios.loader import ScenarioError, load_scenario, scenario_from_dict
 from harness.scenarios.model import NemesisSpec, Phases, Scenario
-from harness.scenarios.nemesis import POLICY_NAME, PlanError, plan_steps, queue_pattern
+from harness.scenarios.nemesis import (
+    POLICY_NAME,
+    PlanError,
+    decoy_policies,
+    plan_steps,
+    queue_pattern,
+)
 
 __all__ = [
     "POLICY_NAME",
@@ -18,6 +24,7 @@ __all__ = [
     "PlanError",
     "Scenario",
     "ScenarioError",
+    "decoy_policies",
     "find_scenario",
     "load_scenario",
     "plan_steps",

@@ -22,6 +22,12 @@ from harness.scenarios.model import Scenario
 from harness.workload.spec import CHURN_PREFIX
 
 POLICY_NAME = "mirrorchaos"  # the run's own policy, set at the start on the workload's queues
+# Set beside it and never in force on a correct broker (README "Running a campaign"):
+# a lower priority on the same queues, and a higher one on a name no queue has. Either
+# one's single replica on a workload queue shows a broker that matches policies wrong.
+_DECOY = {"ha-mode": "exactly", "ha-params": 1}
+DECOY_POLICIES = {"mirrorchaos-decoy-lower": (-1, None),
+                  "mirrorchaos-decoy-elsewhere": (9, "^mirrorchaos-decoy$")}
 SYMBOLIC = ("master", "mirror")  # targets resolved when the op is invoked
 # what a set-policy's ha-mode nodes list may name, resolved when the op is invoked
 POLICY_NODES = (*SYMBOLIC, "youngest")
@@ -48,6 +54,15 @@ def queue_pattern(scenario: Scenario) -> str:
     if scenario.workload.churners:
         alternatives.append(_escape(CHURN_PREFIX) + ".+")
     return "^(" + "|".join(alternatives) + ")$"
+
+
+def decoy_policies(scenario: Scenario) -> dict[str, dict[str, Any]]:
+    """The decoys' policy bodies by name (none for a scenario without a policy)."""
+    if not scenario.policy:
+        return {}
+    return {name: {"pattern": pattern or queue_pattern(scenario), "definition": dict(_DECOY),
+                   "priority": priority, "apply-to": "queues"}
+            for name, (priority, pattern) in DECOY_POLICIES.items()}
 
 
 def _escape(name: str) -> str:

@@ -15,6 +15,7 @@ from pamqp import commands
 from cluster.breakages import CATALOGUE, VIOLATION_KINDS, Breaks
 from cluster.config import load_config
 from cluster.core.broker import Broker, BrokerConfig
+from cluster.core.policy import Policy
 from cluster.ha.coordinator import Coordinator
 from cluster.ha.queue import ClusterQueue
 from cluster.mgmt.shapes import queue_json
@@ -380,6 +381,18 @@ def test_break_keeps_unwanted_mirrors() -> None:
     for breaks, mirrors in (((), ["n2"]), (("keeps-unwanted-mirrors",), ["n2", "n3"])):
         sim = mirrored_queue(13, *breaks)
         sim.set_policy("n1", "^ha", {"ha-mode": "exactly", "ha-params": 2})
+        sim.pump()
+        assert queue_json(sim.brokers["n1"], replica(sim, "n1"))["slave_nodes"] == mirrors
+
+
+def test_break_policy_priority_inverted() -> None:
+    """A decoy of lower priority on the same queues wants a single replica: the ha-all
+    policy of higher priority keeps both mirrors, unless broken."""
+    for breaks, mirrors in (((), ["n2", "n3"]), (("policy-priority-inverted",), [])):
+        sim = mirrored_queue(14, *breaks)
+        sim.brokers["n1"].set_policy(Policy.create(
+            "/", "decoy", "^ha", {"ha-mode": "exactly", "ha-params": 1}, priority=-1))
+        sim.brokers["n1"].after_input()
         sim.pump()
         assert queue_json(sim.brokers["n1"], replica(sim, "n1"))["slave_nodes"] == mirrors
 

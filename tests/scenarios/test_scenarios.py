@@ -7,16 +7,20 @@ from pathlib import Path
 
 import pytest
 
+from cluster.core.policy import Policy, effective_policy
 from faults.nemesis import HEAL
 from faults.nemesis.schedule import is_final
 from harness.scenarios import (
     POLICY_NAME,
     SCENARIOS,
     ScenarioError,
+    decoy_policies,
     find_scenario,
     load_scenario,
+    queue_pattern,
 )
 from harness.scenarios.nemesis import check_plan
+from harness.workload.spec import CHURN_PREFIX
 
 SPEC_NAMES = {
     "smoke", "confirms-survive-kill", "confirms-survive-stop", "confirms-survive-policy",
@@ -192,3 +196,25 @@ def test_not_toml_and_unknown_names_are_scenario_errors(tmp_path: Path) -> None:
         load_scenario(write(tmp_path, "nodes = = 3\n"), SCENARIOS)
     with pytest.raises(ScenarioError, match="a built-in scenario name"):
         find_scenario("no-such-scenario")
+
+
+def test_the_decoy_policies_lose_to_the_runs_own_policy_on_every_workload_queue() -> None:
+    """Set beside the run's policy, a decoy is in force on a workload queue only for a
+    broker that matches policies wrong (priority inverted, pattern ignored)."""
+    for scenario in SCENARIOS.values():
+        decoys = decoy_policies(scenario)
+        if not scenario.policy:
+            assert decoys == {}
+            continue
+        policies = [Policy.create("/", name, body["pattern"], body["definition"],
+                                  body["priority"], body["apply-to"])
+                    for name, body in decoys.items()]
+        own = Policy.create("/", POLICY_NAME, queue_pattern(scenario), scenario.policy, 0,
+                            "queues")
+        churned = [f"{CHURN_PREFIX}k1.1"] if scenario.workload.churners else []
+        matching = [p for p in [*policies, own] if p.pattern == own.pattern]
+        for queue in [*scenario.workload.queues, *churned]:
+            assert effective_policy([*policies, own], "/", queue) == own, (scenario.name, queue)
+        # what a broker that picks the lowest priority, or ignores patterns, applies
+        assert min(matching, key=lambda p: p.priority).name == "mirrorchaos-decoy-lower"
+        assert max([*policies, own], key=lambda p: p.priority).name != POLICY_NAME
