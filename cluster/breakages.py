@@ -137,6 +137,11 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "priority applies, not the highest", ("under-replicated",),
              "a policy of lower priority on the same queues that mirrors less (the run's "
              "decoy), and the cluster asked once every fault healed"),
+    Breakage("mirrors-exclusive",
+             "an exclusive queue becomes a cluster queue like any other, mirrored by the "
+             "policy", ("over-replicated",),
+             "an exclusive queue declared under a mirroring policy (the churner's every "
+             "other queue), and the cluster asked"),
     Breakage("forget-deletions",
              "a deleted record (a queue, an exchange, a binding, ...) leaves no tombstone, "
              "so a node that missed the delete brings it back", ("undeleted",),
@@ -192,6 +197,7 @@ class Breaks:
     no_spare_mirror: bool = False
     keeps_unwanted_mirrors: bool = False
     policy_priority_inverted: bool = False
+    mirrors_exclusive: bool = False
     forget_deletions: bool = False
     autoheal_no_restart: bool = False
     autoheal_wrong_winner: bool = False

@@ -252,7 +252,7 @@ class Coordinator:
         copy = Queue(vhost, name, durable=durable, exclusive_owner=exclusive_owner,
                      auto_delete=auto_delete, arguments=arguments, log=self.broker.log,
                      requeue_at_tail=self.breaks.requeue_at_tail)
-        if exclusive_owner is not None:
+        if exclusive_owner is not None and not self.breaks.mirrors_exclusive:
             return copy
         return self._start_master(vhost, name, copy)
 

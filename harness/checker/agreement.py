@@ -8,27 +8,27 @@ moments, a scenario's ``cluster-state`` step records a ``settled-N`` phase mid-r
 the nodes agreed again after a heal or a bound ran out: a side that never rejoins (an
 autoheal loser that does not restart) is still split there, however the later faults
 end. At every quiet moment (nothing publishes or consumes; not at ``settled-N``), a
-mirror the master lists as synchronised must hold as
-many messages as the master: a broker that calls a mirror synchronised too early is
-caught at the ``quiet`` snapshot, one whose sync copies too little at ``before-drain``.
-At ``before-drain`` the harness has just synchronised every queue and waited for it, on
-a quiet cluster: a mirror still not synchronised there is ``sync-incomplete`` (a sync
-that never finishes, or a mirror that no longer receives what its master broadcasts).
-Queues the workload's churners
-declare and delete are compared by name, master and mirrors only, and not at a phase
-that a declare or delete of theirs was in flight or within CHURN_GRACE_S of: nodes
-learn of such a change a moment apart (whether a delete sticks is `undeleted`'s
-concern). At ``quiet``, ``before-drain`` and every ``settled-N``, every workload queue
-must have a replica on each answering node that its policy then covers (by the
-harness's record: the header's policy as the run's policy changes left it): else
-``under-replicated`` (a node that came back and was never made a mirror again, a dead
-mirror not replaced on a spare node, a policy the master does not apply); the
-``cluster-state`` step waits for that within its bound. A node that could not be asked
-(``cluster-state fail``) is listed in the result's data, and at ``quiet`` and
-``before-drain`` it is ``node-unavailable``: the harness has it running and every fault
-healed a while before, so it should serve (a minority that never resumed). Each kind is
-its own checker (one JUnit case each); their anomalies name the nodes involved where
-others name messages.
+mirror the master lists as synchronised must hold as many messages as the master: a
+broker that calls a mirror synchronised too early is caught at the ``quiet`` snapshot,
+one whose sync copies too little at ``before-drain``. At ``before-drain`` the harness
+has just synchronised every queue and waited for it, on a quiet cluster: a mirror still
+not synchronised there is ``sync-incomplete`` (a sync that never finishes, or a mirror
+that no longer receives what its master broadcasts). An exclusive queue (declared so by
+a churner, or listed so) lives on its connection's node alone: it is not compared, and
+any mirror of it is ``over-replicated``. Queues the workload's churners declare and
+delete are compared by name, master and mirrors only, and not at a phase that a declare
+or delete of theirs was in flight or within CHURN_GRACE_S of: nodes learn of such a
+change a moment apart (whether a delete sticks is `undeleted`'s concern). At ``quiet``,
+``before-drain`` and every ``settled-N``, every workload queue must have a replica on
+each answering node that its policy then covers (by the harness's record: the header's
+policy as the run's policy changes left it): else ``under-replicated`` (a node that came
+back and was never made a mirror again, a dead mirror not replaced on a spare node, a
+policy the master does not apply); the ``cluster-state`` step waits for that within its
+bound. A node that could not be asked (``cluster-state fail``) is listed in the result's
+data, and at ``quiet`` and ``before-drain`` it is ``node-unavailable``: the harness has
+it running and every fault healed a while before, so it should serve (a minority that
+never resumed). Each kind is its own checker (one JUnit case each); their anomalies name
+the nodes involved where others name messages.
 """
 
 from __future__ import annotations
@@ -85,6 +85,7 @@ class _Agreement:
         self.churned: dict[str, float] = {}  # churned queue -> its latest declare or delete
         self.in_flight: set[str] = set()  # churned queues with a declare or delete unanswered
         self.changing: dict[str, set[str]] = {}  # phase -> churned queues not compared
+        self.exclusive: set[str] = set()  # churned queues declared exclusive
         self.times: dict[str, float] = {}  # phase -> when it was recorded
 
     def handlers(self) -> Mapping[str, Handler]:
@@ -93,6 +94,8 @@ class _Agreement:
     def churn(self, ev: Event) -> None:
         assert ev.queue is not None
         self.churned[ev.queue] = ev.time
+        if ev.get("exclusive"):
+            self.exclusive.add(ev.queue)
         if ev.type == "invoke":
             self.in_flight.add(ev.queue)
         else:
@@ -120,9 +123,13 @@ class _Agreement:
         for phase in self.times:
             nodes = self.phases.get(phase, {})
             changing = self.changing.get(phase, set())
-            steady = {node: {q: r for q, r in queues.items() if q not in changing}
+            exclusive = self.exclusive | {q for queues in nodes.values()
+                                          for q, r in queues.items() if r.get("exclusive")}
+            steady = {node: {q: r for q, r in queues.items()
+                             if q not in changing and q not in exclusive}
                       for node, queues in nodes.items()}
             found = _compare(phase, steady, set(self.churned))
+            found += _mirrored(phase, nodes, exclusive)
             if phase in PLACED_PHASES or phase.startswith(SETTLED_PREFIX):
                 split = {a.queue for a in found if a.kind == SPLIT_BRAIN}  # said already
                 policies = self._policies(policy_changes, self.times[phase])
@@ -192,6 +199,22 @@ def _compare(phase: str, nodes: Mapping[str, Mapping[str, Report]],
             found.extend(_counts(phase, queue, views, nodes))
         if phase == SYNCED_PHASE:
             found.extend(_unsynchronised(phase, queue, views))
+    return found
+
+
+def _mirrored(phase: str, nodes: Mapping[str, Mapping[str, Report]],
+              exclusive: set[str]) -> list[Anomaly]:
+    """Exclusive queues that some node lists with mirrors: the design never mirrors
+    them."""
+    found = []
+    for queue in sorted(exclusive):
+        views = {n: qs[queue] for n, qs in nodes.items() if qs.get(queue, {}).get("mirrors")}
+        if views:
+            master = next(iter(views.values())).get("master")
+            mirrors = sorted({m for v in views.values() for m in v["mirrors"]})
+            found.append(Anomaly("over-replicated", [str(master), *mirrors],
+                                 f"at {phase}, exclusive queue {queue} (master {master}) has "
+                                 f"mirrors on {', '.join(mirrors)}", queue=queue))
     return found
 
 

@@ -135,9 +135,10 @@ class HistoryBuilder:
         self.add(consumer, "cancel", type, queue=queue)
 
     def declare(self, queue: str, process: str = "k1", node: str = "n1",
-                type: str = "ok") -> None:
+                type: str = "ok", exclusive: bool = False) -> None:
         """A churner's ``queue.declare``: the invoke, then its outcome ``type``."""
-        self.add(process, "declare", "invoke", queue=queue, node=node)
+        self.add(process, "declare", "invoke", queue=queue, node=node,
+                 exclusive=True if exclusive else None)
         self.add(process, "declare", type, queue=queue, node=node)
 
     def delete(self, queue: str, process: str = "k1", node: str = "n1",

@@ -31,14 +31,16 @@ Reports = dict[str, dict[str, dict[str, Any]] | str]  # node -> queues, or why n
 
 def queue_states(listing: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """``GET /api/queues/%2F`` as the history's ``queues``: each queue's master,
-    mirrors, synchronised mirrors and message count, and the node's own replica
-    (``local``) when the node reports one."""
+    mirrors, synchronised mirrors and message count, whether it is exclusive, and the
+    node's own replica (``local``) when the node reports one."""
     states: dict[str, dict[str, Any]] = {}
     for queue in listing:
         state = {"master": queue.get("node"), "mirrors": list(queue.get("slave_nodes") or []),
                  "synchronised": list(queue.get("synchronised_slave_nodes") or []),
                  "messages": queue.get("messages"),
                  "policy": dict(queue.get("effective_policy_definition") or {})}
+        if queue.get("exclusive"):
+            state["exclusive"] = True  # on its connection's node alone, never mirrored
         local = queue.get("local")
         if isinstance(local, Mapping):
             state["local"] = {"role": local.get("role"), "messages": local.get("messages")}

@@ -398,10 +398,11 @@ class Getter(Client):
 
 
 class Churner(Client):
-    """Declares a durable queue of its own (``CHURN_PREFIX<id>.<n>``, mirrored by the
-    run's policy) at the workload's churn rate and deletes each once ``churn_keep``
-    newer ones exist, so every queue lives a few seconds: long enough for a node to go
-    down holding it and miss its delete. Queues whose declare or delete had no answer
+    """Declares a queue of its own (``CHURN_PREFIX<id>.<n>``, matched by the run's
+    policy: durable, and every other one exclusive, which the design never mirrors) at
+    the workload's churn rate and deletes each once ``churn_keep`` newer ones exist, so
+    every queue lives a few seconds: long enough for a node to go down holding it and
+    miss its delete. Queues whose declare or delete had no answer
     are deleted again on the next connection (a delete of a missing queue is a no-op);
     when the run stops, every queue it holds is deleted."""
 
@@ -418,20 +419,24 @@ class Churner(Client):
                 raise ConnectionLost("connection closed")
             while len(self.live) > self.spec.churn_keep:
                 await self._queue_op(channel, "delete", self.live[0])
-            await self._queue_op(channel, "declare", f"{CHURN_PREFIX}{self.id}.{next(self.seq)}")
+            n = next(self.seq)
+            await self._queue_op(channel, "declare", f"{CHURN_PREFIX}{self.id}.{n}",
+                                 exclusive=n % 2 == 0)
             await _sleep_until(self.stop, interval)
         while self.live:
             await self._queue_op(channel, "delete", self.live[0])
 
-    async def _queue_op(self, channel: AbstractChannel, op: str, name: str) -> None:
+    async def _queue_op(self, channel: AbstractChannel, op: str, name: str, *,
+                        exclusive: bool = False) -> None:
         """``queue.declare`` or ``queue.delete`` of ``name``, recorded as ``op``; a queue
-        is in ``live`` from its declare until a delete of it is answered."""
-        self.record(op, "invoke", queue=name)
+        is in ``live`` from its declare until a delete of it is answered (an exclusive
+        one goes with its connection, and a delete of a missing queue is a no-op)."""
+        self.record(op, "invoke", queue=name, **({"exclusive": True} if exclusive else {}))
         if op == "declare":
             self.live.append(name)
         try:
             if op == "declare":
-                await channel.declare_queue(name, durable=True,
+                await channel.declare_queue(name, durable=not exclusive, exclusive=exclusive,
                                             timeout=self.spec.confirm_timeout)
             else:
                 await channel.queue_delete(name, timeout=self.spec.confirm_timeout)

@@ -257,3 +257,33 @@ def test_a_master_off_the_nodes_list_and_the_replicas_a_policy_allows_are_not_ov
     b = builder(policy={"ha-mode": "exactly", "ha-params": 2})
     _states(b, phase="end")  # the drain by promotion has just restarted a node
     assert part(run(b), "over-replicated").valid is True
+
+
+def _exclusive(mirrors: list[str], *, listed: bool) -> dict[str, Any]:
+    view = {"master": "n1", "mirrors": mirrors, "synchronised": [], "messages": 0,
+            "policy": {"ha-mode": "all"}}
+    return {**view, "exclusive": True} if listed else view
+
+
+def test_an_exclusive_queue_on_its_node_alone_is_not_a_disagreement() -> None:
+    b = builder()
+    b.declare("churn.k1.2", exclusive=True)
+    b.at(5.0)
+    _states(b, phase="quiet", n1={"q": _view(role="master"),
+                                  "churn.k1.2": _exclusive([], listed=True)})
+    result = run(b)
+    assert result.valid is True, result.violations
+
+
+def test_an_exclusive_queue_with_mirrors_is_over_replicated() -> None:
+    """Declared exclusive by the record, whether the broker lists it so or not."""
+    for listed in (True, False):
+        b = builder()
+        b.declare("churn.k1.2", exclusive=listed is False)
+        b.at(5.0)
+        shown = {"q": _view(role="master"),
+                 "churn.k1.2": _exclusive(["n2", "n3"], listed=listed)}
+        _states(b, phase="settled-1", n1=shown,
+                n2={**shown, "q": _view(role="mirror")}, n3={**shown, "q": _view(role="mirror")})
+        (anomaly,) = part(run(b), "over-replicated").violations
+        assert anomaly.queue == "churn.k1.2" and anomaly.messages == ["n1", "n2", "n3"], listed

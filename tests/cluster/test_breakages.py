@@ -397,6 +397,17 @@ def test_break_policy_priority_inverted() -> None:
         assert queue_json(sim.brokers["n1"], replica(sim, "n1"))["slave_nodes"] == mirrors
 
 
+def test_break_mirrors_exclusive() -> None:
+    """An exclusive queue under the ha-all policy stays on its connection's node."""
+    for breaks, mirrors in (((), []), (("mirrors-exclusive",), ["n2", "n3"])):
+        sim = mirrored_queue(15, *breaks)
+        sim.client("n1").send(1, commands.Queue.Declare(queue="ha.x", exclusive=True))
+        sim.pump()
+        queue = sim.brokers["n1"].vhosts["/"].queues["ha.x"]
+        assert queue_json(sim.brokers["n1"], queue)["slave_nodes"] == mirrors
+        assert ("ha.x" in sim.brokers["n2"].vhosts["/"].queues) is bool(mirrors)
+
+
 def test_break_forget_deletions() -> None:
     """n3 is down while the queue is deleted; restarted, it recovers the queue from its
     store. With a tombstone on its peers the queue stays deleted; without, n3 announces

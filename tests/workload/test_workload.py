@@ -164,16 +164,19 @@ async def test_requeuers_cancel_consumers_and_a_backlog_queue(node: NodeProcess,
 
 async def test_churners_declare_and_delete_queues_leaving_none_behind(
         node: NodeProcess, tmp_path: Path) -> None:
-    """Each churned queue lives until ``churn_keep`` newer ones exist, in declare order;
-    the node lists none once the churner stopped."""
+    """Each churned queue lives until ``churn_keep`` newer ones exist, in declare order,
+    every other one exclusive; the node lists none once the churner stopped."""
     spec = WorkloadSpec(publishers=1, consumers=1, churners=1, churn_rate=20, churn_keep=3)
     with writer(tmp_path, spec) as history:
         assert await run_workload(node, spec, Recorder(history), 1.0)
-    events = [e for e in lines(tmp_path / "history.jsonl") if e["process"] == "k1"
-              and e["op"] in ("declare", "delete") and e["type"] == "ok"]
+    churned = [e for e in lines(tmp_path / "history.jsonl") if e["process"] == "k1"
+               and e["op"] in ("declare", "delete")]
+    events = [e for e in churned if e["type"] == "ok"]
     declared = [e["queue"] for e in events if e["op"] == "declare"]
     assert len(declared) > 10 and declared == [f"churn.k1.{i}" for i in
                                               range(1, len(declared) + 1)]
+    exclusive = [e["queue"] for e in churned if e["op"] == "declare" and e.get("exclusive")]
+    assert exclusive == declared[1::2]
     assert [e["queue"] for e in events if e["op"] == "delete"] == declared
     live = list(itertools.accumulate(1 if e["op"] == "declare" else -1 for e in events))
     assert max(live) == spec.churn_keep + 1 and live[-1] == 0
