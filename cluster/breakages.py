@@ -35,8 +35,9 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "tx.commit-ok is sent before every mirror has the transaction's messages",
              ("lost",), "master killed just after a commit"),
     Breakage("confirm-waits-for-dead",
-             "a publish in flight when a node dies keeps waiting for that node's replica: "
-             "its confirm never comes", ("unanswered",),
+             "a publish in flight when a replica goes (its node dies, or the policy drops "
+             "it) keeps waiting for that replica: its confirm, and every later one of its "
+             "channel, never comes", ("unanswered",),
              "a node killed while publishers on other nodes confirm, healed well before "
              "they give up on the confirm"),
     Breakage("youngest-promoted",

@@ -40,6 +40,11 @@ class ConfirmWait:
     def lost(self, node: str) -> None:
         self.outstanding = {r for r in self.outstanding if r[1] != node}
 
+    def left(self, uid: str, nodes: set[str]) -> None:
+        """The queue declaration ``uid`` now has replicas on ``nodes`` only: one dropped
+        from it (a policy that no longer covers its node) will not confirm."""
+        self.outstanding = {r for r in self.outstanding if r[0] != uid or r[1] in nodes}
+
     def deleted(self, uid: str) -> None:
         """The queue was deleted: what it had is gone with it, and counts as confirmed
         (RabbitMQ confirms publishes to a queue that is deleted)."""

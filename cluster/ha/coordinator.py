@@ -224,9 +224,7 @@ class Coordinator:
             if not self.awaiting:
                 self.stop_waiting()
         if not self.breaks.confirm_waits_for_dead:
-            for waits in self.waits.values():
-                for wait in waits.values():
-                    wait.lost(peer)
+            self._stop_waiting_for(lambda wait: wait.lost(peer))
         for queue in self._queues():
             self._member_lost(queue, peer)
         for call_id, (node, reply) in list(self._calls.items()):
@@ -353,10 +351,7 @@ class Coordinator:
 
     def queue_deleted(self, queue: ClusterQueue) -> None:
         uid = queue.record.uid
-        for sender, waits in self.waits.items():
-            for pubid, wait in list(waits.items()):
-                wait.deleted(uid)
-                self._maybe_done(sender, pubid, wait)
+        self._stop_waiting_for(lambda wait: wait.deleted(uid))
         # Its mirrors' synchronisation, noted or under way, is never written: that
         # record would be newer than the tombstone and bring the queue back.
         self._changed.discard(queue)
@@ -668,6 +663,21 @@ class Coordinator:
                     done = True
         if done:
             self.broker.confirm_waits_changed(sender)
+
+    def replicas_changed(self, record: QueueRecord) -> None:
+        """A queue's new record: publishes stop waiting for replicas it dropped."""
+        nodes = set(record.nodes())
+        if not self.breaks.confirm_waits_for_dead:
+            self._stop_waiting_for(lambda wait: wait.left(record.uid, nodes))
+
+    def _stop_waiting_for(self, change: Callable[[ConfirmWait], None]) -> None:
+        """``change`` every publish's wait (replicas that will not confirm); confirm the
+        publishes left waiting for none. A confirm released only in order would
+        otherwise hold up every later one of its channel."""
+        for sender, waits in self.waits.items():
+            for pubid, wait in list(waits.items()):
+                change(wait)
+                self._maybe_done(sender, pubid, wait)
 
     def _maybe_done(self, sender: str, pubid: int, wait: ConfirmWait) -> None:
         if wait.done:

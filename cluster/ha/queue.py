@@ -160,6 +160,7 @@ class ClusterQueue:
         old_master = self.record.master
         was_mirror = self.copy is not None and not self.is_master
         self.record = record
+        self.coordinator.replicas_changed(record)
         member = self.member
         if member is not None:
             if self.me not in record.view:

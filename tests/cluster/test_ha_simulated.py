@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pamqp import commands
 
+from cluster.core.policy import Policy
 from cluster.mgmt.shapes import queue_json
 from tests.amqp.memory_client import MemoryClient, publish_frames
 from tests.cluster.simcluster import SimCluster
@@ -250,6 +251,25 @@ def test_a_policy_set_on_another_node_places_the_masters_mirrors() -> None:
     sim.kill("n2")
     sim.pump()
     assert [body for body, _ in drain(sim, "n3")] == [b"m0", b"m1", b"m2", b"m3"]
+
+
+def test_a_mirror_the_policy_drops_while_publishes_wait_for_it_holds_up_no_confirm() -> None:
+    """The publisher's own node leaves the queue before the master ordered its
+    publishes: that replica will never confirm them, and confirms go out in order, so
+    waiting for it would hold up every later confirm of the channel."""
+    sim = mirrored_queue(16)
+    publisher = sim.client("n3")
+    publisher.send(1, commands.Confirm.Select())
+    publisher.methods()
+    for i in range(5):
+        publisher.publish(1, f"m{i}".encode(), "ha.q", persistent=True)
+    sim.brokers["n1"].set_policy(Policy.create("/", "ha", "^ha", {
+        "ha-mode": "nodes", "ha-params": ["n1", "n2"]}))
+    sim.brokers["n1"].after_input()
+    sim.pump()
+    assert confirmed_tags(publisher) == {1, 2, 3, 4, 5}
+    assert queue_json(sim.brokers["n1"], sim.brokers["n1"].vhosts["/"].queues["ha.q"])[
+        "slave_nodes"] == ["n2"]
 
 
 def test_after_a_promotion_the_new_master_is_not_listed_as_a_synchronised_mirror() -> None:
