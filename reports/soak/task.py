@@ -4,14 +4,16 @@ directory, under a time limit.
 
 A run that hangs past its limit is interrupted (SIGINT to its process group, so the
 harness removes its cluster and stores what it has), then killed with everything it
-started; a run that crashes or cannot start is recorded too. Either way the task
-returns a record and writes it as ``task.json`` in its directory: no run is dropped,
-and no run can hold the campaign up.
+started; a run that crashes or cannot start is recorded too. A run whose task is
+interrupted, or whose worker dies (the campaign was stopped), is interrupted as well.
+Either way the task returns a record and writes it as ``task.json`` in its directory:
+no run is dropped, and no run can hold the campaign up.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import shlex
@@ -26,6 +28,7 @@ from typing import Any
 
 import psutil
 
+_PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 TASK_FILE = "task.json"
 LOG_FILE = "run.log"
 # what the task saw; the verdict itself is the run's results.json
@@ -80,7 +83,8 @@ def run_task(task: RunTask) -> TaskRecord:
             tmp.mkdir(exist_ok=True)
             process = subprocess.Popen(task.command(), stdin=subprocess.DEVNULL, stdout=log,
                                        stderr=subprocess.STDOUT, start_new_session=True,
-                                       env={**os.environ, "TMPDIR": str(tmp)})
+                                       env={**os.environ, "TMPDIR": str(tmp)},
+                                       preexec_fn=_interrupt_when_orphaned)
             try:
                 code = process.wait(timeout=task.timeout)
                 status = _EXIT_STATUS.get(code, "crashed")
@@ -90,6 +94,9 @@ def run_task(task: RunTask) -> TaskRecord:
                 code = _stop(process, task.kill_grace)
                 if code is None:
                     error += f", killed after {task.kill_grace:g} s more"
+            except BaseException:  # the campaign is interrupted: so is its run
+                _stop(process, task.kill_grace)
+                raise
     except Exception as exc:  # the record must still be made
         error = f"{type(exc).__name__}: {exc}"
     run_dir = _run_dir(task_dir, task.seed)
@@ -106,6 +113,14 @@ def run_task(task: RunTask) -> TaskRecord:
     with contextlib.suppress(OSError):
         (task_dir / TASK_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return record
+
+
+def _interrupt_when_orphaned() -> None:
+    """In the run's process, before it starts: SIGINT when the task's worker dies (a
+    campaign stopped by its driver takes its workers down without a word), so that the
+    run winds its cluster down and stores its history rather than going on alone."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGINT)
 
 
 def _stop(process: subprocess.Popen[bytes], grace: float) -> int | None:

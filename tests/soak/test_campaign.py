@@ -9,6 +9,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,35 @@ def test_a_run_past_its_time_limit_is_recorded_as_a_timeout_and_leaves_nothing_r
     assert json.loads((tmp_path / "000-seed4242" / "task.json").read_text()) == record
     # nothing of the run (harness, nodes, toxiproxy) is left behind
     assert _run_processes(tmp_path) == []
+
+
+def test_a_run_whose_worker_dies_winds_its_cluster_down_and_stores_its_history(
+    tmp_path: Path,
+) -> None:
+    """A stopped campaign takes its Spark workers down without a word: the run they
+    started is interrupted rather than left going on alone."""
+    task = RunTask(0, "smoke", 4343, "process", 600.0, str(tmp_path / "000-seed4343"),
+                   timeout=900.0, kill_grace=20.0)
+    worker = subprocess.Popen([sys.executable, "-c", (
+        "import sys; from reports.soak.task import RunTask, run_task; "
+        f"run_task(RunTask(*{dataclasses.astuple(task)!r}))")], cwd=ROOT)
+    try:
+        _wait_for(lambda: any("cluster.node" in p for p in _run_processes(tmp_path)),
+                  "the run's nodes")
+    finally:
+        worker.kill()
+        worker.wait()
+    # long before its 600 s of workload would have ended
+    _wait_for(lambda: _run_processes(tmp_path) == [], "the run to wind down", bound=90.0)
+    (history,) = (tmp_path / "000-seed4343").glob("smoke/*-seed4343/history.jsonl")
+    assert history.stat().st_size > 0
+
+
+def _wait_for(condition: Any, what: str, bound: float = 120.0) -> None:
+    deadline = time.monotonic() + bound
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {bound:g} s for {what}"
+        time.sleep(0.5)
 
 
 def test_a_campaign_on_spark_merges_a_valid_run_and_a_hung_one(spark: Any,
