@@ -93,14 +93,18 @@ def master_node(sim: SimCluster, node: str) -> str:
     return replica(sim, node).master_node
 
 
-def publish(sim: SimCluster, node: str, count: int, *, confirm: bool = False) -> MemoryClient:
+def publish(sim: SimCluster, node: str, count: int, *, confirm: bool = False,
+            pump: bool = True) -> MemoryClient:
+    """``count`` persistent messages to ha.q from a new client on ``node``; with
+    ``pump=False`` they have not left the node yet."""
     client = sim.client(node)
     if confirm:
         client.send(1, commands.Confirm.Select())
         client.methods()
     for i in range(count):
         client.publish(1, f"m{i}".encode(), "ha.q", persistent=True)
-    sim.pump()
+    if pump:
+        sim.pump()
     return client
 
 
@@ -138,11 +142,7 @@ def test_break_early_confirm() -> None:
     the confirmed messages are gone (the correct master had confirmed none yet)."""
     for breaks, lost in (((), False), (("early-confirm",), True)):
         sim = mirrored_queue(1, *breaks)
-        publisher = sim.client("n1")
-        publisher.send(1, commands.Confirm.Select())
-        publisher.methods()
-        for i in range(5):
-            publisher.publish(1, f"m{i}".encode(), "ha.q", persistent=True)
+        publisher = publish(sim, "n1", 5, confirm=True, pump=False)
         confirmed = {f"m{tag - 1}".encode() for tag in confirmed_tags(publisher)}
         sim.kill("n1")
         sim.pump()
@@ -170,11 +170,7 @@ def test_break_confirm_waits_for_dead() -> None:
     replica: once the cluster sees it gone, the confirm must not wait for it."""
     for breaks, confirmed in (((), {1, 2, 3, 4, 5}), (("confirm-waits-for-dead",), set())):
         sim = mirrored_queue(5, *breaks)
-        publisher = sim.client("n2")
-        publisher.send(1, commands.Confirm.Select())
-        publisher.methods()
-        for i in range(5):
-            publisher.publish(1, f"m{i}".encode(), "ha.q", persistent=True)
+        publisher = publish(sim, "n2", 5, confirm=True, pump=False)
         sim.kill("n3")
         sim.pump()
         assert confirmed_tags(publisher) == confirmed
@@ -270,11 +266,7 @@ def test_break_drop_held_publishes() -> None:
         sim.set_policy("n1", "^ha", {"ha-mode": "all"})
         sim.client("n1").send(1, commands.Queue.Declare(queue="ha.q", durable=True))
         sim.pump()
-        publisher = sim.client("n2")
-        publisher.send(1, commands.Confirm.Select())
-        publisher.methods()
-        for i in range(5):
-            publisher.publish(1, f"m{i}".encode(), "ha.q", persistent=True)
+        publisher = publish(sim, "n2", 5, confirm=True, pump=False)
         sim.kill("n1")
         sim.pump()
         assert confirmed_tags(publisher) == {1, 2, 3, 4, 5}
