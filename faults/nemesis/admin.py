@@ -6,10 +6,11 @@ policy as it was, and ``heal`` puts it back (or deletes it, if it did not exist)
 reads it back to confirm.
 
 `QueueAdminNemesis`: ``sync-queue`` (done when every mirror is listed synchronised;
-with ``cancel_after`` in its value, cancelled that many seconds in, and done saying
-whether it was still going) and ``cancel-sync`` of a mirrored queue, and
-``forget-node`` (``forget_cluster_node`` of a stopped node). None of them leaves
-anything to undo: a forgotten node that starts again rejoins with empty mirrors.
+with ``cancel_after`` in its value, asked once a mirror is listed unsynchronised,
+cancelled that many seconds in, and done saying whether it was still going) and
+``cancel-sync`` of a mirrored queue, and ``forget-node`` (``forget_cluster_node`` of a
+stopped node). None of them leaves anything to undo: a forgotten node that starts again
+rejoins with empty mirrors.
 
 ``node`` in an op's value names the node to ask; without it one is drawn.
 """
@@ -169,10 +170,12 @@ class QueueAdminNemesis:
         if op.f == "cancel-sync":
             management.queue_action(vhost, name, "cancel_sync")
             return op.ok(value)
-        management.queue_action(vhost, name, "sync")
         cancel_after = option(op, "cancel_after")
         if cancel_after is not None:
+            self._await_unsynchronised(management, vhost, name)
+            management.queue_action(vhost, name, "sync")
             return self._cancelled(op, management, value, cancel_after)
+        management.queue_action(vhost, name, "sync")
         deadline = time.monotonic() + self.sync_timeout
         while True:
             mirrors, synced = _sync_state(management, vhost, name)
@@ -181,6 +184,17 @@ class QueueAdminNemesis:
             if time.monotonic() >= deadline:
                 return op.info(f"sync started, but {sorted(set(mirrors or ()) - set(synced))} not "
                                f"listed synchronised within {self.sync_timeout:g}s", value)
+            time.sleep(self.poll)
+
+    def _await_unsynchronised(self, management: Management, vhost: str, name: str) -> None:
+        """A sync to cancel needs a mirror to copy to: wait, within ``sync_timeout``, for
+        one the master lists unsynchronised (a restarted node rejoins a moment after its
+        process is back)."""
+        deadline = time.monotonic() + self.sync_timeout
+        while time.monotonic() < deadline:
+            mirrors, synced = _sync_state(management, vhost, name)
+            if mirrors is not None and not set(mirrors) <= set(synced):
+                return
             time.sleep(self.poll)
 
     def _cancelled(self, op: Op, management: Management, value: dict[str, Any],

@@ -9,6 +9,7 @@ import json
 import random
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from harness.checker import check
 from harness.ha_cases import (
     NodeAccess,
     declare_mirrored,
+    publish,
     queue_info,
     synchronised_mirrors,
     unsynchronised_mirrors,
@@ -104,6 +106,25 @@ def test_a_sync_cancelled_while_it_copies_leaves_the_mirrors_unsynchronised(
         ("fault-start", "invoke", None), ("fault-start", "ok", True), ("fault-end", "ok", None)]
     faults = check(read_history(path)).data["faults"]
     assert [(f["kind"], f.get("cancelled")) for f in faults] == [("sync", True)]
+
+
+def test_a_sync_to_cancel_waits_for_a_mirror_to_copy_to(cluster: LiveCluster) -> None:
+    """Asked while the mirrors are still down (a step just after a restart), the sync
+    starts once a mirror rejoins unsynchronised, so there is a copy to cancel."""
+    nodes = access(cluster)
+    declare_mirrored(nodes, "n1", "ha.later", {"ha-sync-batch-size": 1})
+    for mirror in ("n2", "n3"):
+        cluster.control.stop(mirror, timeout=10.0)
+    publish(nodes["n1"], "ha.later", [b"m%d" % i for i in range(2000)])
+    admin = QueueAdminNemesis({n: cluster.mgmt(n) for n in cluster.names}, random.Random(1))
+    with ThreadPoolExecutor(1) as pool:
+        asked = pool.submit(admin.invoke, Op("sync-queue", {
+            "queue": "ha.later", "node": "n1", "cancel_after": 0.0}))
+        for mirror in ("n2", "n3"):
+            cluster.control.start(mirror)
+        done = asked.result(timeout=60)
+    assert done.type == "ok" and done.value["cancelled"] is True
+    assert synchronised_mirrors(nodes["n1"], "ha.later") == []
 
 
 def test_a_sync_the_broker_refuses_is_recorded_as_failed_with_its_queue(
