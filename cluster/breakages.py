@@ -105,8 +105,9 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
     Breakage("drop-held-publishes",
              "on promotion, publishes a mirror held but the old master never ordered are "
              "dropped (and confirmed) instead of enqueued",
-             ("lost", "unanswered"), "the eldest mirror killed, then the master under publish load from "
-             "the other node, where a lone node keeps running (autoheal)"),
+             ("lost", "unanswered"),
+             "the eldest mirror killed, then the master under publish load from the other "
+             "node, where a lone node keeps running (autoheal)"),
     Breakage("no-fsync", "persistent messages are confirmed without the fsync",
              ("lost",), "a power loss (the power-loss fault: SIGKILL, then every write not "
              "fsynced is lost, on lazyfs); a plain kill leaves the page cache"),
