@@ -9,13 +9,13 @@ import os
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
+from harness.ha_cases import wait_for
 from reports.soak.campaign import CampaignOptions, plan_campaign, run_campaign, run_seed
 from reports.soak.merge import merge_campaign
 from reports.soak.task import RunTask, run_task
@@ -77,22 +77,15 @@ def test_a_run_whose_worker_dies_winds_its_cluster_down_and_stores_its_history(
         "import sys; from reports.soak.task import RunTask, run_task; "
         f"run_task(RunTask(*{dataclasses.astuple(task)!r}))")], cwd=ROOT)
     try:
-        _wait_for(lambda: any("cluster.node" in p for p in _run_processes(tmp_path)),
-                  "the run's nodes")
+        wait_for(lambda: any("cluster.node" in p for p in _run_processes(tmp_path)),
+                 "the run's nodes", timeout=120.0)
     finally:
         worker.kill()
         worker.wait()
-    # long before its 600 s of workload would have ended
-    _wait_for(lambda: _run_processes(tmp_path) == [], "the run to wind down", bound=90.0)
+    # a hang guard, not a speed bound: left going on, the run would last its 600 s
+    wait_for(lambda: _run_processes(tmp_path) == [], "the run to wind down", timeout=300.0)
     (history,) = (tmp_path / "000-seed4343").glob("smoke/*-seed4343/history.jsonl")
     assert history.stat().st_size > 0
-
-
-def _wait_for(condition: Any, what: str, bound: float = 120.0) -> None:
-    deadline = time.monotonic() + bound
-    while not condition():
-        assert time.monotonic() < deadline, f"waited {bound:g} s for {what}"
-        time.sleep(0.5)
 
 
 def test_a_campaign_on_spark_merges_a_valid_run_and_a_hung_one(spark: Any,
