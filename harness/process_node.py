@@ -23,18 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from faults.lazyfs import LazyFSError, LazyMount
+from faults.ports import free_port
 
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 
 
 class NodeStartError(RuntimeError):
     """The node did not become ready; the message ends with its log tail."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def amqp_answers(host: str, port: int, timeout: float = 1.0) -> bool:

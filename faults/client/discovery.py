@@ -8,7 +8,6 @@ import contextlib
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal
 
+from ..ports import free_port
 from .api import ToxiproxyClient
 from .errors import ToxiproxyError, ToxiproxyUnavailable
 
@@ -83,7 +83,7 @@ def find_toxiproxy(seed: int, *, environ: Mapping[str, str] | None = None,
         return ToxiproxyHandle(url, "env")
     binary = shutil.which(BINARY, path=environ.get("PATH", os.defpath))
     if binary is not None:
-        port = _free_port(host)
+        port = free_port(host)
         command = [binary, "-host", host, "-port", str(port), "-seed", str(seed)]
         return _start(command, "path", startup_timeout, log_path,
                       lambda _: f"http://{_url_host(host)}:{port}")
@@ -91,12 +91,6 @@ def find_toxiproxy(seed: int, *, environ: Mapping[str, str] | None = None,
     command = [sys.executable, "-m", "harness.cli", "toxiproxy", "serve", "--host", host,
                "--port", "0", "--seed", str(seed)]
     return _start(command, "builtin", startup_timeout, log_path, _banner_url)
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def _url_host(host: str) -> str:

@@ -43,11 +43,11 @@ from docker.errors import DockerException
 from docker.models.containers import Container
 
 from faults.client import Probe, ToxiproxyClient, ToxiproxyError, split_address
+from faults.ports import free_port
 from faults.process import ProcessControlError
 from faults.process.docker import ContainerNode, DockerProcesses
 from faults.topology import AMQP_PROBE, NODE_LINK_PROBE, NodeAddress, Topology
 from harness import image
-from harness.process_node import free_port
 
 from . import reaper
 from .base import ClusterSpec, ClusterStartError

@@ -23,7 +23,7 @@ import signal
 import socket
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from faults.client import (
     find_toxiproxy,
 )
 from faults.lazyfs import fuse_unavailable, unmount_under
+from faults.ports import free_port
 from faults.process import LocalProcesses, ProcessState
 from faults.topology import NodeAddress, Topology
 from harness.process_node import NodeProcess, NodeStartError, start_all
@@ -60,27 +61,6 @@ def loopback_hosts(count: int) -> list[str]:
     except OSError:
         return ["127.0.0.1"] * count
     return hosts
-
-
-@contextlib.contextmanager
-def _held_ports(hosts: list[str], per_host: int) -> Iterator[list[list[int]]]:
-    """Free ports on each host, all bound until the block ends so none is handed out
-    twice (nor to a proxy made meanwhile)."""
-    sockets: list[socket.socket] = []
-    try:
-        ports = []
-        for host in hosts:
-            row = []
-            for _ in range(per_host):
-                sock = socket.socket()
-                sockets.append(sock)
-                sock.bind((host, 0))
-                row.append(int(sock.getsockname()[1]))
-            ports.append(row)
-        yield ports
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 class ProcessCluster(ClusterBase):
@@ -186,18 +166,16 @@ class ProcessRuntime:
             raise ClusterStartError(f"toxiproxy for run {spec.run_id}: {exc}") from exc
         hosts = loopback_hosts(len(spec.nodes))
         try:
-            with _held_ports(hosts, 3) as ports:
-                processes = {
-                    name: NodeProcess(name, base_dir / name, amqp_port=amqp, mgmt_port=mgmt,
-                                      host=host, cluster_port=cluster, tick=spec.tick,
-                                      tick_count=spec.tick_count,
-                                      extra_args=list(spec.node_args), lazyfs=lazyfs)
-                    for name, host, (amqp, mgmt, cluster) in zip(spec.nodes, hosts, ports,
-                                                                  strict=True)}
-                addresses = [NodeAddress(name, p.host, p.cluster_port or 0, p.amqp_port)
-                             for name, p in processes.items()]
-                topology = Topology.create(handle.client(), addresses,
-                                           listen_host=TOXIPROXY_HOST)
+            processes = {
+                name: NodeProcess(name, base_dir / name, amqp_port=free_port(host),
+                                  mgmt_port=free_port(host), host=host,
+                                  cluster_port=free_port(host), tick=spec.tick,
+                                  tick_count=spec.tick_count,
+                                  extra_args=list(spec.node_args), lazyfs=lazyfs)
+                for name, host in zip(spec.nodes, hosts, strict=True)}
+            addresses = [NodeAddress(name, p.host, p.cluster_port or 0, p.amqp_port)
+                         for name, p in processes.items()]
+            topology = Topology.create(handle.client(), addresses, listen_host=TOXIPROXY_HOST)
         except BaseException:
             handle.stop()
             if own_base:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from cluster.peer.boot import BootGate
 from cluster.peer.detector import FailureDetector
 from cluster.peer.links import ClusterSettings, PeerNetwork
-from harness.process_node import free_port
+from faults.ports import free_port
 
 TICK = 0.5  # a dial that found no listener yet tries again soon
 

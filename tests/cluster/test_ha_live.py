@@ -20,6 +20,7 @@ from cluster import mqctl
 from cluster.peer.boot import LastRunningFile
 from faults.management import Management
 from faults.nemesis import Op, QueueAdminNemesis
+from faults.ports import free_port
 from faults.process.local import LocalProcesses
 from harness.ha_cases import (
     NodeAccess,
@@ -41,7 +42,7 @@ from harness.ha_cases import (
     unsynchronised_mirrors,
     wait_for,
 )
-from harness.process_node import NodeProcess, NodeStartError, free_port, start_all
+from harness.process_node import NodeProcess, NodeStartError, start_all
 
 NAMES = ["n1", "n2", "n3"]
 

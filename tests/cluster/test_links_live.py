@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from harness.process_node import NodeProcess, free_port, start_all
+from faults.ports import free_port
+from harness.process_node import NodeProcess, start_all
 
 TICK = 0.2  # heartbeats every 0.2 s; a peer is down after 4 missed ticks
 

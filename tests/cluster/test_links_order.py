@@ -9,7 +9,7 @@ from collections.abc import Callable
 from cluster.peer.codec import Envelope, encode
 from cluster.peer.detector import Event, PeerUp
 from cluster.peer.links import ClusterSettings, PeerNetwork
-from harness.process_node import free_port
+from faults.ports import free_port
 
 TICK = 30.0  # no periodic heartbeat (nor redial) within the test: only the handshake
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from cluster.peer.codec import Envelope, encode
 from cluster.peer.links import ClusterSettings, PeerNetwork
-from harness.process_node import free_port
+from faults.ports import free_port
 
 
 async def until(condition: Callable[[], bool]) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import Any
 from faults.client import ToxiproxyClient, find_toxiproxy
 from faults.management import Management
 from faults.nemesis.view import ManagementView
+from faults.ports import free_port
 from faults.process import LocalProcesses
 from faults.topology import NodeAddress, Topology
 from harness.process_node import NodeProcess, start_all
@@ -77,34 +77,17 @@ class LiveCluster:
 
 
 @contextlib.contextmanager
-def reserved_ports(count: int) -> Iterator[list[int]]:
-    """Distinct free ports, held (bound) until the block ends."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        yield [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-@contextlib.contextmanager
 def running_cluster(tmp_path: Path, names: Sequence[str] = ("n1", "n2", "n3"),
                     clients: Sequence[tuple[str, str]] = ()) -> Iterator[LiveCluster]:
     """A formed cluster whose node and client links are proxies; everything it started
     is stopped at the end, whatever the test did to it."""
     with find_toxiproxy(SEED) as handle:
         client = handle.client()
-        with reserved_ports(3 * len(names)) as ports:
-            nodes = {name: NodeProcess(name, tmp_path / name, amqp_port=ports[3 * i],
-                                       mgmt_port=ports[3 * i + 1], cluster_port=ports[3 * i + 2],
-                                       tick=TICK)
-                     for i, name in enumerate(names)}
-            addresses = [NodeAddress(n, node.host, node.cluster_port or 0, node.amqp_port)
-                         for n, node in nodes.items()]
-            # Made while the nodes' ports are held, so no proxy can be given one of them.
-            topology = Topology.create(client, addresses, clients=clients)
+        nodes = {name: NodeProcess(name, tmp_path / name, cluster_port=free_port(), tick=TICK)
+                 for name in names}
+        addresses = [NodeAddress(n, node.host, node.cluster_port or 0, node.amqp_port)
+                     for n, node in nodes.items()]
+        topology = Topology.create(client, addresses, clients=clients)
         try:
             for name, node in nodes.items():
                 node.peers = topology.peers(name)

@@ -19,6 +19,7 @@ from faults.client import (
     ToxiproxyUnavailable,
     split_address,
 )
+from faults.ports import free_port
 from tests.faults.toxiproxy_support import ServerThread
 
 
@@ -65,9 +66,7 @@ def test_a_silent_server_times_out_with_the_call_named() -> None:
 
 
 def test_a_closed_port_is_unavailable() -> None:
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
+    port = free_port()
     with pytest.raises(ToxiproxyUnavailable) as caught:
         ToxiproxyClient(f"http://127.0.0.1:{port}").version()
     assert caught.value.call == "GET /version"

@@ -4,8 +4,6 @@ brings traffic back."""
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from faults.client import (
@@ -16,6 +14,7 @@ from faults.client import (
     ToxiproxyClient,
     UpstreamDown,
 )
+from faults.ports import free_port
 from tests.faults.toxiproxy_support import ServerThread
 
 PING = ReplyProbe(b"ping", expect=b"ping")  # the upstream is an echo server
@@ -36,9 +35,7 @@ def black_hole(client: ToxiproxyClient, proxy: str, name: str = "cut") -> None:
 
 
 def dead_address() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{sock.getsockname()[1]}"
+    return f"127.0.0.1:{free_port()}"
 
 
 def test_removing_a_black_hole_is_verified_by_traffic(

@@ -9,14 +9,9 @@ import pytest
 import toxiproxy
 from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists
 
+from faults.ports import free_port
 from faults.toxiproxy import VERSION
 from tests.faults.toxiproxy_support import ServerThread, split_listen
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def echo_once(listen: str, payload: bytes = b"ping") -> bytes:

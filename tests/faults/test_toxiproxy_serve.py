@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
 from pathlib import Path
 
+from faults.ports import free_port
 from faults.toxiproxy import VERSION
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_serve_until_sigterm() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     code = f"from faults.toxiproxy import serve; serve('127.0.0.1', {port}, 5)"
     with subprocess.Popen(
         [sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True

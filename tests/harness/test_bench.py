@@ -6,11 +6,11 @@ Nothing here needs a broker; the end-to-end run lives with the broker fixtures.
 from __future__ import annotations
 
 import asyncio
-import socket
 from typing import Any
 
 import pytest
 
+from faults.ports import free_port
 from harness import bench, cli
 
 
@@ -145,14 +145,8 @@ def test_no_subcommand_prints_help_and_fails(capsys: pytest.CaptureFixture[str])
     assert "bench" in capsys.readouterr().err
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_unreachable_url_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
-    port = _closed_port()
+    port = free_port()
     assert cli.main(["bench", "--amqp-url", f"amqp://u:pw@127.0.0.1:{port}/"]) == 1
     out, err = capsys.readouterr()
     assert out == ""

@@ -8,8 +8,9 @@ from collections.abc import Iterator
 import pytest
 from docker.client import DockerClient
 
+from faults.ports import free_port
 from harness import image
-from harness.process_node import amqp_answers, free_port
+from harness.process_node import amqp_answers
 from tests.runtime.docker_support import ENGINE
 
 pytestmark = pytest.mark.skipif(ENGINE is None, reason="no Docker engine answers here")

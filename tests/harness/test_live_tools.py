@@ -13,9 +13,10 @@ import pika
 import pika.exceptions
 import pytest
 
+from faults.ports import free_port
 from harness import cli
 from harness.history import HistoryBuilder
-from harness.process_node import NodeProcess, free_port
+from harness.process_node import NodeProcess
 
 
 def test_bench_measures_a_node_and_cleans_up(

@@ -13,7 +13,8 @@ import pika.exceptions
 import pytest
 
 from cluster import mqctl
-from harness.process_node import NodeProcess, free_port
+from faults.ports import free_port
+from harness.process_node import NodeProcess
 from tests.node.helpers import connect, numbered, publish_bodies, refused_at_open
 
 
