@@ -216,7 +216,8 @@ class ScenarioRun:
             self._run(recorder, seeds)
         except KeyboardInterrupt:
             error, interrupted = "interrupted", True
-        except Exception as exc:  # any failure of ours: keep what the run recorded
+        # Any failure of ours (a stray cancellation too): keep what the run recorded.
+        except (Exception, asyncio.CancelledError) as exc:
             error = f"{type(exc).__name__}: {exc}"
         finally:
             writer.close()

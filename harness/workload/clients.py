@@ -19,7 +19,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import aio_pika
 from aio_pika.abc import (
@@ -40,6 +40,7 @@ CLIENT_ERRORS: tuple[type[BaseException], ...] = (
     AMQPError, ChannelInvalidStateError, ConnectionError, OSError, TimeoutError)
 
 Address = Callable[[str, str], Awaitable[tuple[str, int]]]
+T = TypeVar("T")
 CONNECT_TIMEOUT = 5.0
 
 
@@ -48,6 +49,25 @@ class ConnectionLost(Exception):
 
 
 SESSION_ENDS: tuple[type[BaseException], ...] = (ConnectionLost, *CLIENT_ERRORS)
+
+
+class CancelledByLibrary(ConnectionError):
+    """aiormq cancelled an operation of ours that waited on the broker: the reader of
+    its connection stopped (the connection closed). Its outcome is unknown, like any
+    other lost connection's; it is not our task being cancelled."""
+
+
+async def answer_of(awaitable: Awaitable[T]) -> T:
+    """The broker's answer to one client operation. A cancellation that is not aimed at
+    the awaiting task comes from the client library (`CancelledByLibrary`)."""
+    try:
+        return await awaitable
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            raise
+        raise CancelledByLibrary("cancelled by the client library: its connection "
+                                 "closed") from None
 
 
 def amqp_url(host: str, port: int, heartbeat: int) -> str:
@@ -119,7 +139,7 @@ class Client(abc.ABC):
         broken = asyncio.Event()
         connection.close_callbacks.add(lambda *_: broken.set())
         try:
-            await self.session(connection, broken)
+            await answer_of(self.session(connection, broken))
         except SESSION_ENDS as exc:
             self.record("disconnect", "info", error=_describe(exc))
             await _close(connection)
@@ -195,9 +215,9 @@ class Publisher(Client):
 
     async def _publish(self, channel: AbstractChannel, msg: str) -> None:
         try:
-            await channel.default_exchange.publish(
+            await answer_of(channel.default_exchange.publish(
                 self.message(msg), routing_key=self.queue, mandatory=False,
-                timeout=self.spec.confirm_timeout)
+                timeout=self.spec.confirm_timeout))
         except DeliveryError as exc:
             self.record("confirm", "fail", msg=msg, queue=self.queue, error=_describe(exc))
         except CLIENT_ERRORS as exc:
@@ -236,10 +256,10 @@ class TxPublisher(Client):
                     msg = f"{self.id}-{next(self.seq)}"
                     self.record("publish", "invoke", msg=msg, queue=self.queue)
                     batch.append(msg)
-                    await channel.default_exchange.publish(
-                        self.message(msg), routing_key=self.queue, mandatory=False)
+                    await answer_of(channel.default_exchange.publish(
+                        self.message(msg), routing_key=self.queue, mandatory=False))
                     self.record("publish", "ok", msg=msg, queue=self.queue)
-                await tx.commit(timeout=self.spec.confirm_timeout)
+                await answer_of(tx.commit(timeout=self.spec.confirm_timeout))
             except CLIENT_ERRORS as exc:
                 for msg in batch:
                     self.record("confirm", "info", msg=msg, queue=self.queue,
@@ -303,7 +323,7 @@ class Consumer(Client):
     async def settle(self, message: AbstractIncomingMessage, msg: str) -> None:
         """Answer one delivery: an ack."""
         try:
-            await message.ack()
+            await answer_of(message.ack())
         except CLIENT_ERRORS as exc:
             self.record("ack", "fail", msg=msg, queue=self.queue, error=_describe(exc))
         else:
@@ -341,7 +361,7 @@ class MultipleAcker(Consumer):
             return
         self.unanswered = [(m, c) for m, c in self.unanswered if m not in covered]
         try:
-            await message.ack(multiple=True)
+            await answer_of(message.ack(multiple=True))
         except CLIENT_ERRORS as exc:
             for m in covered:
                 self.record("ack", "fail", msg=_payload(m), queue=self.queue, multiple=True,
@@ -373,9 +393,9 @@ class Requeuer(Consumer):
         op, requeue = self.ANSWERS[next(self.requeues) % len(self.ANSWERS)]
         try:
             if op == "nack":
-                await message.nack(requeue=requeue)
+                await answer_of(message.nack(requeue=requeue))
             else:
-                await message.reject(requeue=requeue)
+                await answer_of(message.reject(requeue=requeue))
         except CLIENT_ERRORS as exc:
             self.record(op, "fail", msg=msg, queue=self.queue, requeue=requeue,
                         error=_describe(exc))
@@ -436,10 +456,11 @@ class Churner(Client):
             self.live.append(name)
         try:
             if op == "declare":
-                await channel.declare_queue(name, durable=not exclusive, exclusive=exclusive,
-                                            timeout=self.spec.confirm_timeout)
+                await answer_of(channel.declare_queue(
+                    name, durable=not exclusive, exclusive=exclusive,
+                    timeout=self.spec.confirm_timeout))
             else:
-                await channel.queue_delete(name, timeout=self.spec.confirm_timeout)
+                await answer_of(channel.queue_delete(name, timeout=self.spec.confirm_timeout))
         except CLIENT_ERRORS as exc:
             self.record(op, "info", queue=name, error=_describe(exc))
             raise
@@ -452,7 +473,8 @@ async def get_one(client: Client, queue: AbstractQueue) -> str | None:
     """One recorded ``basic.get`` and its ack; the message id, or None when empty."""
     client.record("get", "invoke", queue=client.queue, mode="ack")
     try:
-        message = await queue.get(no_ack=False, fail=False, timeout=client.spec.confirm_timeout)
+        message = await answer_of(queue.get(no_ack=False, fail=False,
+                                            timeout=client.spec.confirm_timeout))
     except CLIENT_ERRORS as exc:
         client.record("get", "info", queue=client.queue, mode="ack", error=_describe(exc))
         raise
@@ -463,7 +485,7 @@ async def get_one(client: Client, queue: AbstractQueue) -> str | None:
     client.record("get", "ok", msg=msg, queue=client.queue, mode="ack",
                   redelivered=bool(message.redelivered))
     try:
-        await message.ack()
+        await answer_of(message.ack())
     except CLIENT_ERRORS as exc:
         client.record("ack", "fail", msg=msg, queue=client.queue, error=_describe(exc))
         raise
