@@ -309,11 +309,14 @@ class Coordinator:
                 local.drop_all()
             queue = ClusterQueue(self, record)
             host.add_queue(queue)
-        elif queue.is_master and record.master != queue.me:
-            # What we recovered lost to the cluster's record, which has already added
-            # this run of the node as a mirror: start over empty, as a joiner waiting
-            # for its catch-up (held meanwhile in _early_gm), not as the group of one
-            # the recovered master had made.
+        elif queue.me is not None and (record.uid != queue.record.uid
+                                       or (queue.is_master and record.master != queue.me)):
+            # Our replica lost to the cluster's record: what we recovered as master, or
+            # our place in a recovered master's group when another declaration won.
+            # Start over empty, as a joiner waiting for the winner's catch-up (held
+            # meanwhile in _early_gm). The old member must not go on: it would judge
+            # the winning group's views by the old group's version numbers, and ignore
+            # one as stale whose members it never had as neighbours.
             queue.stop_replica()
             queue.install(record)
         else:
@@ -664,11 +667,20 @@ class Coordinator:
         if done:
             self.broker.confirm_waits_changed(sender)
 
-    def replicas_changed(self, record: QueueRecord) -> None:
-        """A queue's new record: publishes stop waiting for replicas it dropped."""
+    def replicas_changed(self, record: QueueRecord, old_uid: str) -> None:
+        """A queue's new record: publishes stop waiting for replicas it dropped, and for
+        every replica of the declaration it replaced (another uid: a record that lost,
+        whose replicas start over in the winner's group and confirm only under its uid)."""
+        if self.breaks.confirm_waits_for_dead:
+            return
         nodes = set(record.nodes())
-        if not self.breaks.confirm_waits_for_dead:
-            self._stop_waiting_for(lambda wait: wait.left(record.uid, nodes))
+
+        def change(wait: ConfirmWait) -> None:
+            wait.left(record.uid, nodes)
+            if old_uid != record.uid:
+                wait.left(old_uid, set())
+
+        self._stop_waiting_for(change)
 
     def _stop_waiting_for(self, change: Callable[[ConfirmWait], None]) -> None:
         """``change`` every publish's wait (replicas that will not confirm); confirm the

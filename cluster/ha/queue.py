@@ -157,10 +157,10 @@ class ClusterQueue:
     def install(self, record: QueueRecord) -> None:
         """A newer record: a view change for the GM member, maybe a new master (this
         mirror, promoted)."""
-        old_master = self.record.master
+        old_master, old_uid = self.record.master, self.record.uid
         was_mirror = self.copy is not None and not self.is_master
         self.record = record
-        self.coordinator.replicas_changed(record)
+        self.coordinator.replicas_changed(record, old_uid)
         member = self.member
         if member is not None:
             if self.me not in record.view:

@@ -29,7 +29,7 @@ class SimCluster:
         self.seed = seed
         self.clock = FakeClock()
         self.breaks = Breaks.of(breaks)
-        self.brokers = {n: self._broker(n) for n in names}
+        self.brokers = {n: self._broker(n, f"i{seed}") for n in names}
         self.coordinators = {
             n: Coordinator(b, n, f"i{seed}", [p for p in names if p != n])
             for n, b in self.brokers.items()}
@@ -43,9 +43,11 @@ class SimCluster:
             self.coordinators[a].peer_up(b, f"i{seed}")
         self.pump()
 
-    def _broker(self, name: str) -> Broker:
+    def _broker(self, name: str, incarnation: str) -> Broker:
+        # Every run of every node draws its own queue uids, as real nodes do: two
+        # records of one queue made apart (recovered masters) never share a uid.
         broker = Broker(BrokerConfig(node_name=name, breaks=self.breaks), clock=self.clock,
-                        rng=random.Random(self.seed))
+                        rng=random.Random(f"{self.seed}/{name}/{incarnation}"))
         broker.add_user("guest", "guest", ["administrator"])
         broker.set_permissions("guest", "/", Permission())
         return broker
@@ -111,8 +113,8 @@ class SimCluster:
         not, as the store cannot tell an ack that was not yet written). Only the peers
         in ``seen_by`` (default all) notice it now; tell the others later with `seen`."""
         old = self.brokers[node]
-        broker = self.brokers[node] = self._broker(node)
         incarnation = self.incarnations[node] = f"{self.incarnations[node]}+"
+        broker = self.brokers[node] = self._broker(node, incarnation)
         peers = [p for p in self.brokers if p != node]
         coordinator = self.coordinators[node] = Coordinator(broker, node, incarnation, peers)
         for vhost in old.vhosts.values():

@@ -1,27 +1,23 @@
-"""A full-cluster restart whose racing queue records cost a mirror its GM catch-up.
+"""Full-cluster restarts whose racing queue records cost a replica its GM group.
 
-Every node loses power and restarts, each recovering ha.q from its store as a
-provisional master. n3 comes up first and, alone, keeps its copy; n1 joins it and
-becomes its (empty) mirror. n2 starts while both run but gives up waiting for their
-metadata (a real node's cluster wait times out) and announces the copy it recovered,
-with n1 and n3 as its mirrors: a record that competes with n3's. n3, noticing n2, adds
-it to its own record, which wins everywhere; n1, installing that view, sends the
-catch-up to its new right-hand neighbour n2, which reaches n2 ahead of n3's record,
-while n2's earlier GroupMember (its recovered master's) still stands and takes it.
-When n3's record arrives, n2 starts over as an empty joiner, and no one ever sent it a
-catch-up again: it never received a broadcast, and a sync never ended because its last
-batch never came back round the ring. The joiner must ask its left-hand neighbour for
-one (gm.ask).
-
-The simulated brokers share a seeded random generator, so every recovered master draws
-the same queue uid, and the catch-up for n3's group passes n2's uid check.
+Every node's app stops at once (a pause_minority pause of the whole cluster) and each
+recovers ha.q from its store as a provisional master with a uid of its own. Once a
+node's wait for its peers' metadata is over it announces its record, and the records
+race: one wins everywhere, and every replica of a losing one must start over in the
+winner's group, as a joiner that asks its left-hand neighbour for a catch-up (gm.ask).
 """
 
 from __future__ import annotations
 
+import random
+from itertools import permutations
+
+from pamqp import commands
+
 from cluster.core.policy import Policy
+from tests.amqp.memory_client import MemoryClient
 from tests.cluster.simcluster import SimCluster
-from tests.cluster.test_breakages import held, publish, replica
+from tests.cluster.test_breakages import confirmed_tags, held, publish, replica
 from tests.cluster.test_ha_simulated import mirrored_queue
 
 
@@ -32,43 +28,72 @@ def restart_with_policy(sim: SimCluster, node: str, *, seen_by: list[str]) -> No
     sim.brokers[node].set_policy(Policy.create("/", "ha", "^ha", {"ha-mode": "all"}))
 
 
-def test_a_catch_up_taken_by_the_recovered_master_is_sent_again_after_a_full_restart(
-) -> None:
-    sim = mirrored_queue(11)
+def restarted_apart(seed: int) -> tuple[SimCluster, list[str]]:
+    """After a stop of every app (a pause_minority pause of the whole cluster), each
+    node recovers ha.q as master, sees the others and, its wait over, announces its own
+    record: each with its own uid, all with the same number of members. Nothing has
+    moved between the nodes yet."""
+    order = random.Random(seed).sample(["n1", "n2", "n3"], 3)
+    sim = mirrored_queue(seed)
     publish(sim, "n1", 3)
-    for node in ("n1", "n2", "n3"):
+    for node in order:
         sim.kill(node)
-    restart_with_policy(sim, "n3", seen_by=[])  # alone: its copy is the queue at once
-    restart_with_policy(sim, "n1", seen_by=["n3"])
-    sim.pump()  # n1's recovered copy lost to n3's record: an empty mirror
-    restart_with_policy(sim, "n2", seen_by=[])
-    sim.coordinators["n2"].stop_waiting()  # timed out: announces its own record
-    sim.brokers["n2"].after_input()
-    assert replica(sim, "n2").is_master
-    assert {member.split("/")[0] for member in replica(sim, "n2").record.mirrors} == {
-        "n1", "n3"}
-    earlier = replica(sim, "n2").member
+    for node in order:
+        restart_with_policy(sim, node, seen_by=[])
+    for later, earlier in permutations(order, 2):
+        if order.index(earlier) < order.index(later):
+            sim.seen(earlier, later)  # restart told each one of those before it
+    for node in order:
+        sim.coordinators[node].stop_waiting()  # timed out: announces its own record
+        sim.brokers[node].after_input()
+    return sim, order
 
-    sim.seen("n3", "n2")  # n3 adds n2 to its record, which wins
-    sim.brokers["n3"].after_input()
-    before = sim.delivered.copy()
-    sim.move("n3", "n1")  # that record: n1's right-hand neighbour is now n2
-    sim.move("n1", "n2")  # n1's catch-up, to n2's recovered master's member
-    assert sim.delivered - before == {("n3", "n1", "meta"): 1, ("n1", "n2", "gm"): 1}
-    assert replica(sim, "n2").member is earlier and replica(sim, "n2").is_master
-    sim.seen("n1", "n2")
-    sim.pump()
 
-    master = replica(sim, "n3")
-    assert [m.split("/")[0] for m in master.record.view.members] == ["n3", "n1", "n2"]
-    assert replica(sim, "n2").member is not earlier  # started over as a joiner
-    publish(sim, "n3", 2)
-    assert [held(sim, node) for node in ("n3", "n1", "n2")] == [5, 2, 2]
-
-    coordinator = sim.coordinators["n3"]
-    coordinator.sync(master)
-    while coordinator.sync_step():
+def test_a_mirror_of_a_recovered_master_that_lost_starts_over_in_the_winners_group(
+) -> None:
+    """A node that mirrored a losing record when the winner's arrives must not keep its
+    member of the losing group: the winner's view has the same version, so that member
+    would take it as stale and keep the wrong neighbours, never deliver a broadcast,
+    and every publish would wait forever for its confirm."""
+    stalled = []
+    for seed in range(40):
+        sim, order = restarted_apart(seed)
         sim.pump()
-    sim.pump()
-    assert [held(sim, node) for node in ("n1", "n2")] == [5, 5]
-    assert set(master.record.synced) == {replica(sim, "n1").me, replica(sim, "n2").me}
+        master = next(node for node in order if replica(sim, node).is_master)
+        publisher = publish(sim, master, 2, confirm=True)
+        uids = {replica(sim, node).record.uid for node in order}
+        got = {node: held(sim, node) for node in order if node != master}
+        if len(uids) != 1 or min(got.values()) < 2 or confirmed_tags(publisher) != {1, 2}:
+            stalled.append((seed, order, master, got))
+    assert stalled == []
+
+
+def test_publishes_into_a_record_that_loses_are_answered() -> None:
+    """A mirror of a recovered master's record takes publishes (with confirms) from its
+    own clients; then the record loses to another. Those publishes wait for the losing
+    record's replicas, which from then on confirm only under the winner's uid: they
+    must stop waiting for them (confirmed or nacked), not wait forever."""
+    outcomes = []
+    for seed in range(40):
+        sim, order = restarted_apart(seed)
+        clients = {}
+        for node in order:  # connected before anything moves between the nodes
+            clients[node] = MemoryClient(sim.brokers[node])
+            clients[node].handshake()
+            clients[node].open_channel()
+            clients[node].send(1, commands.Confirm.Select())
+            clients[node].methods()
+        while not (mirrors := [n for n in order if replica(sim, n).me is not None
+                               and not replica(sim, n).is_master]):
+            assert sim.step(), "no node came to mirror another's record"
+        node = mirrors[0]
+        losing = replica(sim, node).record.uid
+        for i in range(2):
+            clients[node].publish(1, f"late{i}".encode(), "ha.q", persistent=True)
+        sim.brokers[node].after_input()
+        sim.pump()
+        if replica(sim, node).record.uid != losing:
+            answers = [m.delivery_tag for m in clients[node].methods()
+                       if isinstance(m, commands.Basic.Ack | commands.Basic.Nack)]
+            outcomes.append(max(answers, default=0) == 2)
+    assert outcomes and all(outcomes)
