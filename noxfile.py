@@ -70,8 +70,8 @@ def chaos(session: nox.Session) -> None:
     on local node processes: every run must be valid. Not a default session (minutes,
     real clusters)."""
     session.install("-e", ".")
-    session.run("mirrorchaos", "power", "--no-bugs", "--store", session.create_tmp() + "/store",
-                *session.posargs)
+    session.run("mirrorchaos", "power", "--no-bugs", "--jobs", "3",
+                "--store", session.create_tmp() + "/store", *session.posargs)
 
 
 @nox.session
@@ -80,7 +80,7 @@ def power(session: nox.Session) -> None:
     (docs/planted-bugs.md): the detection matrix; fails when a bug is missed on a seed or
     the correct broker is not valid. Arguments after `--` go to `mirrorchaos power`."""
     session.install("-e", ".")
-    session.run("mirrorchaos", "power", "--store", "store", *session.posargs)
+    session.run("mirrorchaos", "power", "--jobs", "3", "--store", "store", *session.posargs)
 
 
 # The soak session's campaign: 8 runs of `mixed` and one of a scenario whose nodes drop

@@ -4,14 +4,18 @@ planted bug, one seed at a time, into a detection matrix (SPEC §4.5).
 Every target runs the same scenarios with the same root seeds, so each bug meets the
 very fault schedule the correct broker passed. A bug's runs on a seed stop at its first
 catch unless ``full`` is asked for: the time to detection is the wall time of that
-target's runs on the seed up to and including the catching one.
+target's runs on the seed up to and including the catching one. With ``jobs`` above 1,
+that many (target, seed) pairs run side by side, each in a process of its own: a run
+drives its cluster from its process's main thread (signal handlers, its event loop).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,15 +52,44 @@ def broken(scenario: Scenario, bug: str) -> Scenario:
 
 
 def run_power(plan: PowerPlan, on_cell: Progress = lambda _matrix, _cell: None,
-              runner: Runner = run_scenario) -> Matrix:
+              runner: Runner = run_scenario, jobs: int = 1) -> Matrix:
     matrix = Matrix(tuple(plan.seeds), tuple(s.name for s in plan.scenarios), dict(plan.bugs),
                     correct=plan.correct)
-    for seed in plan.seeds:
-        for target in matrix.targets:
+    pairs = [(target, seed) for seed in plan.seeds for target in matrix.targets]
+
+    def add(cell: Cell) -> None:
+        matrix.cells.append(cell)
+        on_cell(matrix, cell)
+
+    if jobs == 1:
+        for target, seed in pairs:
             for cell in _target_runs(plan, target, seed, runner):
-                matrix.cells.append(cell)
-                on_cell(matrix, cell)
+                add(cell)
+        return matrix
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        running = [pool.submit(_pair_cells, plan, target, seed, runner)
+                   for target, seed in pairs]
+        for done in as_completed(running):
+            cells, interrupted = done.result()
+            for cell in cells:
+                add(cell)
+            if interrupted:  # the campaign stops with the run; runs under way finish
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise KeyboardInterrupt
     return matrix
+
+
+def _pair_cells(plan: PowerPlan, target: str, seed: int,
+                runner: Runner) -> tuple[list[Cell], bool]:
+    """One pair's runs in a worker process: its cells, and whether a run was
+    interrupted (its cell is kept)."""
+    cells: list[Cell] = []
+    try:
+        for cell in _target_runs(plan, target, seed, runner):
+            cells.append(cell)
+    except KeyboardInterrupt:
+        return cells, True
+    return cells, False
 
 
 def _target_runs(plan: PowerPlan, target: str, seed: int, runner: Runner) -> Iterator[Cell]:

@@ -27,7 +27,7 @@ POWER_FILE = "power.json"
 
 
 def add_power(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from harness.cli import _int, _positive_float
+    from harness.cli import _int, _positive_float, _positive_int
 
     p = sub.add_parser(
         "power", help="run the campaign against the correct broker and every planted bug",
@@ -50,6 +50,10 @@ def add_power(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--no-correct", action="store_true", help="skip the correct broker")
     p.add_argument("--full", action="store_true",
                    help="run every scenario even after a bug was caught on that seed")
+    p.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
+                   help="(target, seed) pairs run side by side, each target's runs on a "
+                   "seed still in order (default %(default)s); every run starts a cluster, "
+                   "so more jobs than cores make faults land late and may hide a bug")
     p.add_argument("--runtime", choices=("process", "docker"), default="process",
                    help="where the nodes run (default %(default)s)")
     p.add_argument("--time-limit", type=_positive_float, default=None, metavar="S",
@@ -86,7 +90,8 @@ def power_command(args: argparse.Namespace) -> int:
     err.print(f"mirrorchaos power: {len(bugs)} planted bugs and "
               f"{'the correct broker' if plan.correct else 'no correct broker'} x seeds "
               f"{', '.join(map(str, plan.seeds))} x up to {len(scenarios)} scenarios "
-              f"({runs} campaigns) on {args.runtime}; stored in {directory}", markup=False)
+              f"({runs} campaigns, {args.jobs} at a time) on {args.runtime}; stored in "
+              f"{directory}", markup=False)
 
     def progress(matrix: Matrix, cell: Cell) -> None:
         mark = "caught" if cell.caught else cell.verdict
@@ -94,7 +99,7 @@ def power_command(args: argparse.Namespace) -> int:
                   f"[{', '.join(cell.violations)}] {cell.seconds:g}s", markup=False)
         _write(matrix, directory)  # a campaign cut short keeps what it found
 
-    matrix = run_power(plan, progress)
+    matrix = run_power(plan, progress, jobs=args.jobs)
     page = _write(matrix, directory)
     render_power(matrix, Console())
     err.print(f"stored in {directory} ({POWER_FILE}, {page.name})", markup=False)

@@ -4,6 +4,7 @@ broker passing; the campaign's early stop and time to detection; the outputs."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,46 @@ def test_an_interrupted_run_stops_the_campaign_keeping_its_cell(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         run_power(plan(tmp_path), lambda _matrix, cell: cells.append(cell), runner=runner)
     assert calls == ["a"] and [c.verdict for c in cells] == ["unknown"]
+
+
+class ScriptedRuns:
+    """`fake_runs` for worker processes (a runner they can unpickle): the process that
+    ran each run is in its run directory's name."""
+
+    def __init__(self, verdicts: dict[tuple[str, str], tuple[bool | str, list[str]]]) -> None:
+        self.verdicts = verdicts
+
+    def __call__(self, scenario: Scenario, options: RunOptions) -> RunOutcome:
+        args = scenario.node_args
+        bug = args[args.index("--break") + 1] if "--break" in args else CORRECT
+        valid, kinds = self.verdicts.get((bug, scenario.name), (True, []))
+        results = {"valid": valid, "violations": [{"kind": k} for k in kinds], "caveats": []}
+        if valid == "interrupted":
+            return RunOutcome(options.store / str(os.getpid()), 2, {"valid": "unknown"},
+                              "interrupted", interrupted=True)
+        code = 0 if valid is True else 1 if valid is False else 2
+        return RunOutcome(options.store / str(os.getpid()), code, results)
+
+
+def test_jobs_run_pairs_in_worker_processes_with_the_same_decisions(tmp_path):
+    verdicts: dict[tuple[str, str], tuple[bool | str, list[str]]] = {
+        ("early-confirm", "a"): (False, ["lost"]), ("gm-reorder", "b"): (False, ["reordered"])}
+    alone = run_power(plan(tmp_path), runner=ScriptedRuns(verdicts))
+    side_by_side = run_power(plan(tmp_path), runner=ScriptedRuns(verdicts), jobs=2)
+
+    def decisions(matrix):
+        return sorted((c.target, c.seed, c.scenario, c.verdict, c.caught) for c in matrix.cells)
+
+    assert decisions(side_by_side) == decisions(alone)
+    assert side_by_side.missed() == alone.missed() == []
+    assert {Path(c.run_dir).name for c in alone.cells} == {str(os.getpid())}
+    assert str(os.getpid()) not in {Path(c.run_dir).name for c in side_by_side.cells}
+
+
+def test_an_interrupted_run_stops_a_campaign_of_several_jobs(tmp_path):
+    runner = ScriptedRuns({(CORRECT, "a"): ("interrupted", [])})
+    cells: list = []
+    with pytest.raises(KeyboardInterrupt):
+        run_power(plan(tmp_path), lambda _matrix, cell: cells.append(cell), runner=runner,
+                  jobs=2)
+    assert (CORRECT, "unknown") in {(c.target, c.verdict) for c in cells}
