@@ -17,10 +17,12 @@ SOURCES = ["cluster", "faults", "harness", "reports", "tests", "noxfile.py"]
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The default test suite (slow campaigns are kept out by the `slow` marker); the
+    """The default test suite (slow campaigns are kept out by the `slow` marker) on two
+    workers: most tests wait on sockets and processes, so two overlap well even on two
+    cores; Docker and Spark tests each stay on one worker (their `xdist_group`). The
     soak extra brings PySpark for the Spark merge's tests."""
     session.install("-e", ".[test,soak]")
-    session.run("pytest", *(session.posargs or ["-q"]))
+    session.run("pytest", *(session.posargs or ["-q", "-n", "2", "--dist", "loadgroup"]))
 
 
 @nox.session

@@ -13,7 +13,9 @@ from harness import image
 from harness.process_node import amqp_answers
 from tests.runtime.docker_support import ENGINE
 
-pytestmark = pytest.mark.skipif(ENGINE is None, reason="no Docker engine answers here")
+# One test worker at a time builds the node image and touches the engine's containers.
+pytestmark = [pytest.mark.skipif(ENGINE is None, reason="no Docker engine answers here"),
+              pytest.mark.xdist_group("docker")]
 LABEL = {"mirrorchaos.test": "image"}
 
 

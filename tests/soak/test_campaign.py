@@ -25,7 +25,8 @@ BROKEN = ROOT / "examples" / "broken-redelivery.toml"
 
 
 # Spark on a shared two-core machine can take minutes; this only guards against a hang
-pytestmark = pytest.mark.timeout(600)
+# One test worker runs Spark (a JVM using both cores) at a time.
+pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("spark")]
 
 def _run_processes(under: Path) -> list[str]:
     """Live processes of runs stored under ``under``: the harness (its --store), and
