@@ -10,6 +10,8 @@ went into them and are never rebuilt while an image with that tag exists.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import io
 import shutil
@@ -18,6 +20,7 @@ import sys
 import tarfile
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,9 +124,29 @@ def _context_tar(directory: Path) -> io.BytesIO:
     return buffer
 
 
+@contextlib.contextmanager
+def _one_build_at_a_time() -> Iterator[None]:
+    """Builds of this project's image take turns across processes (campaigns side by
+    side, test workers): pip builds the wheel in the project's build/ directory, which
+    two builds at once tear apart; the second then finds the first one's image."""
+    lock = PROJECT_ROOT / "build" / "mirrorchaos-image.lock"
+    lock.parent.mkdir(exist_ok=True)
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def node_image(client: DockerClient, base: str | None = None) -> NodeImage:
     """The node image for the project as it is on disk now; ``base`` defaults to the
     mmdebstrap image."""
+    with _one_build_at_a_time():
+        return _node_image(client, base)
+
+
+def _node_image(client: DockerClient, base: str | None) -> NodeImage:
     base = base or base_image(client)
     with tempfile.TemporaryDirectory(prefix="mirrorchaos-wheels-") as scratch:
         wheels = Path(scratch)

@@ -1,0 +1,30 @@
+"""Two processes building the node image's wheels at once (campaigns side by side, test
+workers) take turns: pip builds in the project's build/ directory, and two builds at
+once there fail."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.image import PROJECT_ROOT
+
+BUILD = """
+import sys
+from pathlib import Path
+from harness.image import _build_wheels, _one_build_at_a_time
+with _one_build_at_a_time():
+    _build_wheels(Path(sys.argv[1]))
+"""
+
+
+def test_wheel_builds_in_two_processes_at_once_both_succeed(tmp_path: Path) -> None:
+    builds = [subprocess.Popen([sys.executable, "-c", BUILD, str(tmp_path / f"w{i}")],
+                               cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    outputs = [build.communicate(timeout=300)[0] for build in builds]
+    assert [build.returncode for build in builds] == [0, 0], outputs
+    for i in range(2):
+        assert [p.name.split("-")[0] for p in (tmp_path / f"w{i}").glob("mirrorchaos-*.whl")] \
+            == ["mirrorchaos"]
