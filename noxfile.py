@@ -82,7 +82,7 @@ def power(session: nox.Session) -> None:
     (docs/planted-bugs.md): the detection matrix; fails when a bug is missed on a seed or
     the correct broker is not valid. Arguments after `--` go to `mirrorchaos power`."""
     session.install("-e", ".")
-    session.run("mirrorchaos", "power", "--jobs", "3", "--store", "store", *session.posargs)
+    session.run("mirrorchaos", "power", "--store", "store", *session.posargs)
 
 
 # The soak session's campaign: 8 runs of `mixed` and one of a scenario whose nodes drop
