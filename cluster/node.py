@@ -431,6 +431,16 @@ class Node:
         assert peers is not None
         if not peers.detector.peers[event.peer].app_running:
             return
+        if (isinstance(event, PeerUp) and event.unsettled
+                and self.settings.partition_handling == "pause_minority"):
+            # Back before the loss was settled, so the cluster layer never heard of it,
+            # yet what we sent each other meanwhile may be lost (a delivery, an ack, a
+            # cancel). Pause and resume, as for a partial partition: our peers drop what
+            # they held for us, and we start afresh.
+            self.events.emit("restart", reason="partition healed before its loss settled",
+                             peer=event.peer)
+            self._app_change(self._restart_app)
+            return
         partitioned = event.peer in peers.detector.partitions
         if not partitioned or self.settings.partition_handling == "pause_minority":
             coordinator.peer_up(event.peer, event.incarnation)

@@ -13,7 +13,9 @@ when it next hears from it (it does) or loses it (it does not). A peer down to u
 up to one we see is a *partial* partition, which the node's partition handling turns
 into a pause or a full partition (RabbitMQ's ``rabbit_node_monitor`` does the same);
 once every answer is no, or a failure-detection window has passed, the loss is
-settled (`PeerLost`).
+settled (`PeerLost`). A peer back before that was cut off from us for a moment
+(`PeerUp.unsettled`: what we sent each other meanwhile may be lost); one back with a new
+incarnation settles its old one's loss at once.
 """
 
 from __future__ import annotations
@@ -24,10 +26,16 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class PeerUp:
+    """``partition``: it comes back with the incarnation it went down with. ``unsettled``:
+    it comes back so before its loss was settled (no `PeerLost`): what we and it sent
+    each other meanwhile may be gone, and a node that acts on a loss only once settled
+    (pause_minority) has told its cluster layer nothing."""
+
     peer: str
     incarnation: str
     restarted: bool
     partition: bool
+    unsettled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +154,7 @@ class FailureDetector:
         else:
             state.app_running = app_running
             if coming_up:
-                outputs.append(self._up(peer, incarnation))
+                outputs += self._up(peer, incarnation)
         if state.up:
             outputs += self._answers(peer)
         return outputs
@@ -157,17 +165,21 @@ class FailureDetector:
         state.last_heard = now
         return self._answers(peer) if state.up else []
 
-    def _up(self, peer: str, incarnation: str) -> PeerUp:
+    def _up(self, peer: str, incarnation: str) -> list[Output]:
         state = self.peers[peer]
         restarted = state.incarnation is not None and state.incarnation != incarnation
         partition = state.incarnation == incarnation
         state.up, state.incarnation = True, incarnation
-        self._unsettled.pop(peer, None)  # back before the answers: no loss to settle
+        unsettled = self._unsettled.pop(peer, None) is not None  # back before the answers
+        outputs: list[Output] = []
         if restarted:
             self.partitions.discard(peer)
+            if unsettled:  # the incarnation we lost is gone for good: settled
+                outputs.append(PeerLost(peer))
         if partition:
             self.partitions.add(peer)
-        return PeerUp(peer, incarnation, restarted, partition)
+        return [*outputs, PeerUp(peer, incarnation, restarted, partition,
+                                 unsettled and partition)]
 
     def _app_state(self, peer: str, app_running: bool) -> list[Output]:
         state = self.peers[peer]

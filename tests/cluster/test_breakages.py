@@ -19,12 +19,13 @@ from cluster.core.policy import Policy
 from cluster.ha.coordinator import Coordinator
 from cluster.ha.queue import ClusterQueue
 from cluster.mgmt.shapes import queue_json
-from cluster.node import Node, parse_args
+from cluster.node import parse_args
 from cluster.peer.boot import BootError
 from cluster.peer.detector import PeerUp
 from cluster.store import MessageStore
 from tests.amqp.memory_client import MemoryClient, publish_frames
 from tests.cluster.simcluster import SimCluster
+from tests.cluster.standalone import three_node
 from tests.cluster.test_ha_simulated import confirmed_tags, drain, mirrored_queue
 
 # -- the catalogue ---------------------------------------------------------------------
@@ -515,21 +516,6 @@ def test_break_no_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
         assert store.commit() == lsn  # reported durable either way
         assert len(synced) == expected
         store.close()
-
-
-def three_node(tmp_path: Path, name: str, handling: str, *breaks: str,
-               options: tuple[str, ...] = ()) -> Node:
-    args = ["--name", name, "--amqp-port", "0", "--data-dir", str(tmp_path / name),
-            "--cluster-port", "0", "--partition-handling", handling, *options]
-    for peer in {"n1", "n2", "n3"} - {name}:
-        args += ["--peer", f"{peer}=127.0.0.1:1"]
-    for breakage in breaks:
-        args += ["--break", breakage]
-    settings = parse_args(args)
-    config = load_config(None, name)
-    config.broker.breaks = settings.breaks
-    settings.data_dir.mkdir(parents=True)
-    return Node(settings, config)
 
 
 def test_break_pause_minority_ignored(tmp_path: Path) -> None:

@@ -217,3 +217,28 @@ def test_codec_keeps_a_partial_frame_after_whole_ones_in_one_chunk() -> None:
     assert buffer.feed(wire[:cut]) == envelopes[:4]
     assert buffer.feed(wire[cut:]) == envelopes[4:]
     assert buffer.feed(wire) == envelopes  # nothing left over from before
+
+
+def test_a_peer_back_before_its_loss_is_settled_comes_up_unsettled() -> None:
+    a = detector("b", "c")
+    for peer in ("b", "c"):
+        a.heard(peer, "inc-" + peer, True, ["a", "b", "c"], now=0.0)
+    assert a.link_closed("b", now=1.0) == [PeerDown("b", "connection closed"), Ask("c", "b")]
+    # b redials before c answers: whatever the two sent meanwhile may be lost.
+    assert a.heard("b", "inc-b", True, ["a", "c"], now=1.2) == [
+        Heartbeat("b"), PeerUp("b", "inc-b", False, True, unsettled=True)]
+    assert a.answered("c", "b", False) == []  # too late: nothing left to settle
+    # Once c has said it lost b too, the loss is settled and the return is a plain one.
+    a.link_closed("b", now=2.0)
+    assert a.answered("c", "b", False) == [PeerLost("b")]
+    assert a.heard("b", "inc-b", True, ["a", "c"], now=2.5) == [
+        Heartbeat("b"), PeerUp("b", "inc-b", False, True, unsettled=False)]
+
+
+def test_a_peer_back_restarted_before_its_loss_is_settled_settles_the_old_one() -> None:
+    a = detector("b", "c")
+    for peer in ("b", "c"):
+        a.heard(peer, "inc-" + peer, True, ["a", "b", "c"], now=0.0)
+    a.link_closed("b", now=1.0)
+    assert a.heard("b", "inc-b2", True, ["a", "c"], now=1.5) == [
+        Heartbeat("b"), PeerLost("b"), PeerUp("b", "inc-b2", True, False)]
