@@ -15,6 +15,7 @@ from harness.checker.ordering import Ordering
 from harness.checker.overtaken import Overtaken
 from harness.checker.promotions import WrongPromotion
 from harness.checker.protocol import StreamingChecker
+from harness.checker.purges import Purged
 from harness.checker.recovered import Recovered
 from harness.checker.result import Result
 from harness.checker.resurrected import Resurrected
@@ -32,7 +33,8 @@ def default_checkers(bucket_s: float = 1.0) -> list[StreamingChecker]:
     return [Completeness(), Lost(), LostUnacked(), Unexpected(), Duplicates(), Resurrected(),
             Recovered(), Unanswered(), Ordering(), Overtaken(), CancelMissing(),
             CancelUnexpected(), Stalls(),
-            *(Agreement(kind) for kind in AGREEMENT_KINDS), Undeleted(), WrongPromotion(),
+            *(Agreement(kind) for kind in AGREEMENT_KINDS), Undeleted(), Purged(),
+            WrongPromotion(),
             AutohealWrongSide(), Latency(bucket_s), Throughput(bucket_s)]
 
 

@@ -1,8 +1,10 @@
 """``lost``: confirmed messages that the final drain did not deliver either.
 
 Each loss is tested against the documented caveats (caveats.py); what none explains is a
-violation. A queue without a recorded drain cannot show a loss, so its undelivered
-messages make the verdict unknown rather than valid.
+violation. A message published before a purge of its queue answered (or one that never
+answered) may have been purged: not lost (purges.py judges what a purge removed). A
+queue without a recorded drain cannot show a loss, so its undelivered messages make the
+verdict unknown rather than valid.
 """
 
 from __future__ import annotations
@@ -38,10 +40,14 @@ class _Lost:
         rules = LossRules(self.run.header, timeline)
         violations, caveats = Grouper(), Grouper()
         undrained: Counter[str] = Counter()
+        purged = 0
         for log, seq in ledger.messages(CONFIRMED):
             if log.count[seq]:
                 continue
             queue = ledger.queues[log.queue[seq]]
+            if log.sent[seq] < timeline.purged_until.get(queue, float("-inf")):
+                purged += 1
+                continue
             until = timeline.drain_time(queue)
             if until is None:
                 undrained[queue] += 1
@@ -51,7 +57,8 @@ class _Lost:
             group = violations if verdict.caveat is None else caveats
             group.add("lost", message_id(log, seq), verdict.explanation, log.sent[seq], until,
                       queue, verdict.caveat)
-        counts = {"lost": len(violations) + len(caveats), "caveat_lost": len(caveats)}
+        counts = {"lost": len(violations) + len(caveats), "caveat_lost": len(caveats),
+                  "maybe_purged": purged}
         result = Result("lost", True, counts, violations.anomalies(timeline),
                         caveats.anomalies(timeline))
         if violations:

@@ -61,6 +61,7 @@ class Run:
             "connect": timeline.connect, "disconnect": timeline.disconnect,
             "drain": timeline.drain, "fault-start": timeline.fault_start,
             "fault-end": timeline.fault_end, "declare": self._churn, "delete": self._churn,
+            "purge": timeline.purge,
         }
         table.update((op, timeline.node_report) for op in NODE_OPS)
         return table

@@ -70,6 +70,9 @@ class Timeline:
         self.drain_started: float | None = None
         self.drain_failed: list[tuple[str | None, str]] = []
         self.syncs: list[tuple[float, str]] = []  # node-reported completed syncs
+        # queue -> until when a purge of it may have removed what was published before
+        # (a purge with no answer: the end of the run)
+        self.purged_until: dict[str, float] = {}
         self.node_reports: Counter[str] = Counter()
         self._frozen: list[Fault] | None = None
         self._starts: list[float] = []
@@ -178,6 +181,12 @@ class Timeline:
                     self.requeued_at[queue] = ev.time
             elif ev.queue is not None:
                 self.requeued_at[ev.queue] = ev.time
+
+    def purge(self, ev: Event) -> None:
+        assert ev.queue is not None
+        if ev.type == "ok" or ev.type == "info":
+            until = ev.time if ev.type == "ok" else float("inf")
+            self.purged_until[ev.queue] = max(until, self.purged_until.get(ev.queue, until))
 
     def drain(self, ev: Event) -> None:
         if ev.type == "invoke":

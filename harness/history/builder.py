@@ -161,6 +161,12 @@ class HistoryBuilder:
                  queues=None if queues is None else dict(queues),
                  error="unreachable" if type == "fail" else None)
 
+    def purge(self, queue: str = "q", process: str = "u1", node: str = "n1",
+              type: str = "ok", count: int | None = None) -> None:
+        """A purger's ``queue.purge``: the invoke, then its outcome ``type``."""
+        self.add(process, "purge", "invoke", queue=queue, node=node)
+        self.add(process, "purge", type, queue=queue, node=node, count=count)
+
     def drain(self, queue: str | None = None, type: str = "ok") -> None:
         self.add("harness", "drain", type, queue=queue)
 

@@ -47,7 +47,7 @@ class Parser:
             "cancel": self._with_queue, "connect": self._plain, "disconnect": self._plain,
             "drain": self._plain, "cluster-state": self._cluster_state,
             "declare": self._with_queue, "delete": self._with_queue,
-            "fault-start": self._fault, "fault-end": self._fault,
+            "purge": self._with_queue, "fault-start": self._fault, "fault-end": self._fault,
         }
         specific.update((op, self._node_op) for op in NODE_OPS)
         assert specific.keys() == OPS

@@ -45,7 +45,7 @@ def test_a_healthy_history_is_valid_with_every_checker_agreeing() -> None:
         "history", "lost", "lost-unacked", "unexpected", "duplicated", "resurrected",
         "recovered", "unanswered", "ordering", "overtaken", "cancel-missing",
         "cancel-unexpected", "stalled", "disagreement", "split-brain", "sync-incomplete",
-        "under-replicated", "over-replicated", "node-unavailable", "undeleted",
+        "under-replicated", "over-replicated", "node-unavailable", "undeleted", "purged",
         "wrong-promotion", "autoheal-wrong-side", "latency", "throughput"]
     assert all(p.valid is True for p in result.parts)
 
