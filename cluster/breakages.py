@@ -102,6 +102,17 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "of an ack that settles several deliveries at once (basic.ack multiple=true), "
              "only the last reaches the mirrors", ("resurrected", "disagreement"),
              "master killed after a consumer acked with multiple=true"),
+    Breakage("purge-not-replicated",
+             "queue.purge empties the master only: the purge is never broadcast to the "
+             "mirrors", ("resurrected",),
+             "a purge of a queue with mirrors, then a mirror promoted (a kill of the master, "
+             "or the drain by promotion)"),
+    Breakage("bindings-not-replicated",
+             "a binding made on another node never takes effect here: publishes through "
+             "this node's exchanges do not reach that queue (unroutable, so confirmed and "
+             "dropped)", ("lost",),
+             "publishes routed through a declared exchange by a node other than the one "
+             "that bound the queue"),
     Breakage("drop-held-publishes",
              "on promotion, publishes a mirror held but the old master never ordered are "
              "dropped (and confirmed) instead of enqueued",
@@ -191,6 +202,8 @@ class Breaks:
     gm_reorder: bool = False
     acks_not_replicated: bool = False
     multiple_ack_last_only: bool = False
+    purge_not_replicated: bool = False
+    bindings_not_replicated: bool = False
     drop_held_publishes: bool = False
     no_fsync: bool = False
     pause_minority_ignored: bool = False

@@ -254,7 +254,8 @@ class ClusterQueue:
         self._broadcast(["requeue", seqs])
 
     def purged(self) -> None:
-        self._broadcast(["purge"])
+        if not self.coordinator.breaks.purge_not_replicated:
+            self._broadcast(["purge"])
         self.coordinator.queue_changed(self)
 
     # -- GM -------------------------------------------------------------------------------

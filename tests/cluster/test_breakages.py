@@ -487,6 +487,35 @@ def test_break_multiple_ack_last_only() -> None:
         assert _left_after_acks(14, breaks, multiple=True) == back
 
 
+def test_break_purge_not_replicated() -> None:
+    """Five messages purged on the master, then the master killed: n2, promoted, must
+    hold none of them."""
+    for breaks, back in (((), []), (("purge-not-replicated",), numbered(5))):
+        sim = mirrored_queue(15, *breaks)
+        publish(sim, "n1", 5)
+        sim.client("n3").send(1, commands.Queue.Purge(queue="ha.q"))
+        sim.pump()
+        assert held(sim, "n1") == 0
+        sim.kill("n1")
+        sim.pump()
+        assert bodies(drain(sim, "n2")) == back
+
+
+def test_break_bindings_not_replicated() -> None:
+    """ha.q bound to a direct exchange through n1: a publish through that exchange on
+    n2 must reach the queue."""
+    for breaks, routed in (((), 1), (("bindings-not-replicated",), 0)):
+        sim = mirrored_queue(16, *breaks)
+        binder = sim.client("n1")
+        binder.send(1, commands.Exchange.Declare(exchange="x", exchange_type="direct",
+                                                 durable=True))
+        binder.send(1, commands.Queue.Bind(queue="ha.q", exchange="x", routing_key="k"))
+        sim.pump()
+        sim.client("n2").publish(1, b"m0", "k", exchange="x", persistent=True)
+        sim.pump()
+        assert held(sim, "n1") == routed
+
+
 def test_break_no_gm_takeover() -> None:
     """n2 receives the master's broadcasts and dies before passing them on to n3: the
     master, n3's new left-hand neighbour, must catch n3 up."""
