@@ -378,7 +378,11 @@ class ScenarioRun:
             connection = await aio_pika.connect(amqp_url(host, port, w.heartbeat), timeout=10)
             async with connection:
                 channel = await connection.channel()
-                await channel.declare_queue(queue, durable=w.durable)
+                declared = await channel.declare_queue(queue, durable=w.durable)
+                if w.exchange is not None:
+                    exchange = await channel.declare_exchange(
+                        w.exchange, aio_pika.ExchangeType.DIRECT, durable=True)
+                    await declared.bind(exchange, routing_key=queue)
 
     # -- where queues are ------------------------------------------------------------
 

@@ -211,6 +211,9 @@ def _check_whole(scenario: Scenario, source: str) -> None:
     if strangers:
         raise ScenarioError(source, "workload.backlog_queues",
                             f"queues listed in workload.queues {list(w.queues)}", strangers)
+    if w.purgers and not w.backlog_queues:
+        raise ScenarioError(source, "workload.backlog_queues", "at least one queue for "
+                            "the purgers (a queue they purge has no consumers)", [])
     try:
         w.client_queues()
     except ValueError:

@@ -25,6 +25,7 @@ import aio_pika
 from aio_pika.abc import (
     AbstractChannel,
     AbstractConnection,
+    AbstractExchange,
     AbstractIncomingMessage,
     AbstractQueue,
 )
@@ -168,6 +169,13 @@ class Client(abc.ABC):
             connection.channel(publisher_confirms=publisher_confirms),
             self.spec.confirm_timeout)
 
+    async def exchange(self, channel: AbstractChannel) -> AbstractExchange:
+        """Where publishes go: the workload's exchange (not declared again here, so a
+        node that lost it refuses the publish), or the default exchange."""
+        if self.spec.exchange is None:
+            return channel.default_exchange
+        return await channel.get_exchange(self.spec.exchange, ensure=False)
+
     def message(self, msg: str) -> aio_pika.Message:
         mode = (aio_pika.DeliveryMode.PERSISTENT if self.spec.persistent
                 else aio_pika.DeliveryMode.NOT_PERSISTENT)
@@ -191,6 +199,7 @@ class Publisher(Client):
     async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
         channel = await self.channel(connection, publisher_confirms=True)
         await self.declare(channel)
+        exchange = await self.exchange(channel)
         interval = 1.0 / self.spec.rate
         next_at = time.monotonic()
         try:
@@ -206,16 +215,16 @@ class Publisher(Client):
                     break
                 msg = f"{self.id}-{next(self.seq)}"
                 self.record("publish", "invoke", msg=msg, queue=self.queue)
-                task = asyncio.create_task(self._publish(channel, msg))
+                task = asyncio.create_task(self._publish(exchange, msg))
                 self.pending.add(task)
                 task.add_done_callback(self.pending.discard)
         finally:
             # Outstanding confirms end as ok, fail or info before the session does.
             await asyncio.gather(*self.pending)
 
-    async def _publish(self, channel: AbstractChannel, msg: str) -> None:
+    async def _publish(self, exchange: AbstractExchange, msg: str) -> None:
         try:
-            await answer_of(channel.default_exchange.publish(
+            await answer_of(exchange.publish(
                 self.message(msg), routing_key=self.queue, mandatory=False,
                 timeout=self.spec.confirm_timeout))
         except DeliveryError as exc:
@@ -242,6 +251,7 @@ class TxPublisher(Client):
     async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
         channel = await self.channel(connection)
         await self.declare(channel)
+        exchange = await self.exchange(channel)
         tx = channel.transaction()
         await tx.select()
         interval = self.spec.tx_batch / self.spec.rate
@@ -256,7 +266,7 @@ class TxPublisher(Client):
                     msg = f"{self.id}-{next(self.seq)}"
                     self.record("publish", "invoke", msg=msg, queue=self.queue)
                     batch.append(msg)
-                    await answer_of(channel.default_exchange.publish(
+                    await answer_of(exchange.publish(
                         self.message(msg), routing_key=self.queue, mandatory=False))
                     self.record("publish", "ok", msg=msg, queue=self.queue)
                 await answer_of(tx.commit(timeout=self.spec.confirm_timeout))
@@ -467,6 +477,34 @@ class Churner(Client):
         self.record(op, "ok", queue=name)
         if op == "delete":
             self.live.remove(name)
+
+
+class Purger(Client):
+    """Purges its queue, one that only publishers use, every ``purge_interval`` seconds
+    while they publish: what a purge removed must never be delivered again, also not
+    by a mirror promoted later (the master broadcasts the purge to its mirrors)."""
+
+    @property
+    def stop(self) -> asyncio.Event:
+        return self.ctx.stop_publishing
+
+    async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
+        channel = await self.channel(connection)
+        queue = await self.declare(channel)
+        while self.running():
+            await _sleep_until(self.stop, self.spec.purge_interval)
+            if broken.is_set():
+                raise ConnectionLost("connection closed")
+            if not self.running():
+                break
+            self.record("purge", "invoke", queue=self.queue)
+            try:
+                purged = await answer_of(queue.purge(timeout=self.spec.confirm_timeout))
+            except CLIENT_ERRORS as exc:
+                self.record("purge", "info", queue=self.queue, error=_describe(exc))
+                raise
+            self.record("purge", "ok", queue=self.queue,
+                        count=purged.message_count if purged is not None else None)
 
 
 async def get_one(client: Client, queue: AbstractQueue) -> str | None:

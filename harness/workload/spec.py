@@ -55,6 +55,15 @@ class WorkloadSpec:
     churners: int = 0
     churn_rate: float = 2.0  # queues declared per second per churner
     churn_keep: int = 6  # queues a churner keeps: each is deleted once this many are newer
+    # Clients that purge a backlog queue every ``purge_interval`` seconds while the
+    # publishers run (u1, ...): a purged message must never come back, also not from a
+    # mirror promoted later (the master broadcasts the purge).
+    purgers: int = 0
+    purge_interval: float = 2.0
+    # A durable direct exchange the publishers route through, each queue bound to it
+    # by its own name (None: the default exchange): bindings are cluster metadata every
+    # node must hold, also one that restarted.
+    exchange: str | None = None
 
     def client_ids(self) -> dict[str, list[str]]:
         """Client kind -> ids, one logical process each; ids are message-id prefixes."""
@@ -64,18 +73,23 @@ class WorkloadSpec:
                   "requeuer": (self.requeuers, "r"),
                   "cancel-consumer": (self.cancel_consumers, "x"),
                   "multiple-acker": (self.multiple_ackers, "m"),
-                  "churner": (self.churners, "k")}
+                  "churner": (self.churners, "k"), "purger": (self.purgers, "u")}
         return {kind: [f"{prefix}{i}" for i in range(1, count + 1)]
                 for kind, (count, prefix) in counts.items()}
 
     def client_queues(self) -> dict[str, str]:
         """Client id -> its queue: each kind round robin over the queues it may use
-        (publishers over every queue, the other kinds over those without a backlog)."""
+        (publishers over every queue, purgers over the backlog queues, the other kinds
+        over those without a backlog)."""
         consumed = [q for q in self.queues if q not in self.backlog_queues]
+        backlog = [q for q in self.queues if q in self.backlog_queues]
         out: dict[str, str] = {}
         for kind, ids in self.client_ids().items():
-            queues = list(self.queues) if kind in PUBLISHING else consumed
+            queues = (list(self.queues) if kind in PUBLISHING
+                      else backlog if kind == "purger" else consumed)
             if ids and not queues:
-                raise ValueError(f"{kind} clients need a queue that is not a backlog queue")
+                wanted = ("a backlog queue" if kind == "purger"
+                          else "a queue that is not a backlog queue")
+                raise ValueError(f"{kind} clients need {wanted}")
             out.update((client_id, queues[i % len(queues)]) for i, client_id in enumerate(ids))
         return out

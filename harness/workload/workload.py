@@ -15,6 +15,7 @@ from harness.workload.clients import (
     Getter,
     MultipleAcker,
     Publisher,
+    Purger,
     Requeuer,
     TxPublisher,
 )
@@ -54,6 +55,8 @@ class Workload:
             return Requeuer(client_id, queue, node, self.ctx)
         if kind == "churner":
             return Churner(client_id, queue, node, self.ctx)
+        if kind == "purger":
+            return Purger(client_id, queue, node, self.ctx)
         if kind == "multiple-acker":
             return MultipleAcker(client_id, queue, node, self.ctx)
         if kind == "cancel-consumer":
