@@ -5,14 +5,19 @@ range every outgoing connection also takes its local port from. Between choosing
 such a port and the server binding it, some connection (a node dialling its peers,
 a client) can take it, and the server dies with "address already in use". So these
 ports come from below the ephemeral range, where only explicit binds land; each is
-checked free when handed out and never handed out twice by one process. Proxies
-still listen on port 0: their ports are ephemeral and so never collide with these.
+checked free when handed out and never handed out twice: not by one process, nor by
+two at once (campaigns side by side, `mirrorchaos power --jobs N`), as each holds a lock
+on a file named after every port it handed out until it exits. Proxies still listen on
+port 0: their ports are ephemeral and so never collide with these.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import random
 import socket
+import tempfile
 import threading
 from pathlib import Path
 
@@ -20,7 +25,12 @@ EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 LOWEST = 20000  # below this sit well-known services (and the user's own)
 TRIES = 200
 
+# One empty file per port ever handed out; a process holds a lock on the file of each
+# port it handed out for as long as it lives (the kernel drops the lock when it exits).
+RESERVATIONS = Path(tempfile.gettempdir()) / "mirrorchaos-ports"
+
 _handed_out: set[int] = set()
+_held: list[int] = []  # the locked files' descriptors
 _lock = threading.Lock()
 _random = random.SystemRandom()  # not the run's seeded streams: processes pick apart
 
@@ -50,7 +60,20 @@ def free_port(host: str = "127.0.0.1") -> int:
     with _lock:
         for _ in range(TRIES):
             port = _random.randrange(low, high)
-            if port not in _handed_out and binds(host, port):
+            if port not in _handed_out and binds(host, port) and _reserve(port):
                 _handed_out.add(port)
                 return port
     raise OSError(f"no free port on {host} between {low} and {high - 1} after {TRIES} tries")
+
+
+def _reserve(port: int) -> bool:
+    """Lock ``port``'s file for this process's lifetime; False if another holds it."""
+    RESERVATIONS.mkdir(exist_ok=True)
+    fd = os.open(RESERVATIONS / str(port), os.O_CREAT | os.O_RDWR, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    _held.append(fd)
+    return True

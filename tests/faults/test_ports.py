@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,6 +42,29 @@ def test_a_port_in_use_or_already_handed_out_is_skipped(
                      if p not in ports._handed_out and ports.binds("127.0.0.1", p))
         monkeypatch.setattr(ports, "_random", Scripted([taken, given, spare]))
         assert ports.free_port() == spare
+
+
+def test_a_port_another_process_handed_out_is_skipped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two campaigns side by side: a port the other process handed out, though nothing
+    is bound to it yet, is not handed out here while that process lives."""
+    other = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from faults import ports; "
+         "print(ports.free_port(), flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout is not None
+        theirs = int(other.stdout.readline())
+        spare = next(p for p in range(ports.LOWEST, ports.ephemeral_low())
+                     if p != theirs and p not in ports._handed_out
+                     and ports.binds("127.0.0.1", p))
+        monkeypatch.setattr(ports, "_random", Scripted([theirs, spare]))
+        assert ports.free_port() == spare
+    finally:
+        other.communicate("")
+    monkeypatch.setattr(ports, "_random", Scripted([theirs]))
+    assert ports.free_port() == theirs  # the other process is gone: its lock too
 
 
 def test_no_free_port_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
