@@ -26,7 +26,7 @@ from harness.scenarios import Scenario
 
 # The CI campaign: what `./dev -s chaos` runs on the correct broker and `./dev -s power`
 # against every planted bug.
-CI_SCENARIOS = ("gauntlet", "gauntlet-autoheal", "gauntlet-promote")
+CI_SCENARIOS = ("gauntlet", "gauntlet-autoheal", "gauntlet-promote", "gauntlet-ops")
 CI_SEEDS = (7, 11, 13)
 
 

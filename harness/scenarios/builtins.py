@@ -35,6 +35,13 @@ _GAUNTLET = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers
                          multiple_ackers=1, requeuers=1,
                          getters=1, churners=1, rate=60.0, prefetch=5, ack_delay=0.2,
                          client_nodes="spread", reconnect="next")
+# The master's other broadcasts and the cluster's metadata: a purger empties the
+# backlog queue every 2 s, and every publish goes through a durable direct exchange, so
+# each node (also one restarted) must hold the bindings to route it.
+_OPS = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers=2,
+                    tx_publishers=1, consumers=2, purgers=1, purge_interval=2.0,
+                    exchange="mirrorchaos.direct", rate=60.0, prefetch=5, ack_delay=0.2,
+                    client_nodes="spread", reconnect="next")
 _PROMOTE_POLICY = {"ha-mode": "all", "ha-sync-mode": "manual",
                    "ha-promote-on-failure": "when-synced"}
 _ISOLATE_MASTER = {"kind": "isolate", "node": "master", "mode": "black-hole"}
@@ -266,6 +273,20 @@ DETECTION: tuple[Scenario, ...] = (
                      **_PROMOTE_POLICY, "ha-mode": "nodes", "ha-params": ["mirror", "youngest"]}}),
                  _step(21.5, "heal")]}),
              phases=Phases(warmup=3.0, faults=23.0, recovery=6.0, promotion_drain=True)),
+    Scenario("gauntlet-ops", "the master's other broadcasts and the cluster's metadata: "
+             "a queue nobody consumes purged every 2 s (what a purge removed must never "
+             "come back, also not from a mirror promoted later), every publish routed "
+             "through a durable direct exchange (every node, also one restarted, must hold "
+             "its bindings); the master killed, a mirror restarted, both queues synchronised "
+             "and the master killed again, with purges between; then a drain by promotion",
+             policy={"ha-mode": "all", "ha-sync-mode": "manual"}, workload=_OPS,
+             nemesis=NemesisSpec("sequence", options={"steps": [
+                 _step(5.0, "kill", _MASTER), _step(8.0, "heal"),
+                 _step(13.0, "kill", {"nodes": "mirror"}), _step(15.0, "heal"),
+                 _step(16.5, "sync-queue", {"queue": "q1"}),
+                 _step(17.0, "sync-queue", {"queue": "q2"}),
+                 _step(19.0, "kill", _MASTER), _step(21.0, "heal")]}),
+             phases=Phases(warmup=3.0, faults=24.0, recovery=6.0, promotion_drain=True)),
 )
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in BUILTINS + DETECTION}
