@@ -26,6 +26,15 @@ A loss is a caveat only when one of these preconditions holds in the harness's r
     A no-ack consumer of its queue lost its connection, was cancelled by the broker, or
     its node or the queue's master failed, after the publish ("messages in flight to
     noAck consumers may never be received").
+``pause-churn``
+    Under ``pause_minority``, a fault that closes node-to-node connections again and
+    again while it lasts (``limit_data``, ``reset_peer``) stood on links between every
+    node of the queue after the publish. Each close parts two nodes that a third still
+    hears: a partial partition, which pauses both (README, "Partitions"). So the nodes
+    pause and resume one after another, each time their mirrors rejoin empty, and a
+    master that pauses (or is taken for dead first) hands the queue to a mirror that
+    rejoined after the publish: ``unsynchronised-promotion`` at moments the record
+    cannot place.
 """
 
 from __future__ import annotations
@@ -57,6 +66,20 @@ _SPLIT_BRAIN_HANDLING = frozenset({"ignore", "autoheal"})
 # ticks of a loaded machine.
 AUTOHEAL_AFTER_HEAL_S = 3.0
 _BREAKING_FAULTS = CRASH_FAULTS | SHUTDOWN_FAULTS | {PARTITION_FAULT}
+# Link faults that close the connections they stand on, again and again while in force.
+_CLOSING_FAULTS = frozenset({"limit_data", "reset_peer"})
+
+
+def link_ends(fault: Fault) -> frozenset[str]:
+    """The nodes at either end of the node-to-node links (``link:a->b``) ``fault`` stood
+    on; client links (``client:c1->n1``) do not count."""
+    ends: set[str] = set()
+    for name in fault.detail.get("links") or ():
+        kind, _, pair = str(name).partition(":")
+        source, arrow, target = pair.partition("->")
+        if kind == "link" and arrow:
+            ends.update((source, target))
+    return frozenset(ends)
 
 
 @dataclass(frozen=True)
@@ -84,6 +107,8 @@ class LossRules:
         # each other again and it restarts.
         self._after_heal = (AUTOHEAL_AFTER_HEAL_S if header.partition_handling == "autoheal"
                             else 0.0)
+        self._churns = [f for f in faults if f.applied and f.kind in _CLOSING_FAULTS
+                        and header.partition_handling == "pause_minority"]
         self._breaks: dict[str, list[float]] = {}
         points = set(self._change_times)
         for f in faults:
@@ -127,6 +152,15 @@ class LossRules:
             return Verdict("no-ack-in-flight",
                            f"a no-ack consumer of {queue} may have had it in flight when its "
                            f"connection or a node broke at {self._at(broken)}")
+        members = set(self.header.queue(queue).members)
+        churn = next((f for f in self._churns
+                      if f.overlaps(published, until) and members <= link_ends(f)), None)
+        if churn is not None:
+            return Verdict("pause-churn",
+                           f"{churn.kind} fault {churn.id} closed the links between every "
+                           f"node of {queue} after the publish: under pause_minority each "
+                           "close pauses the nodes at its ends, their mirrors rejoining "
+                           "empty, until one that rejoined after the publish is promoted")
         if not outcome.holders and outcome.on_disk_of is not None:
             return Verdict("master-down-at-drain",
                            f"its only copy is on the disk of {outcome.on_disk_of}, the queue's "

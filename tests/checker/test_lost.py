@@ -458,3 +458,37 @@ def test_under_ignore_a_lone_survivor_keeps_transients() -> None:
     b.heal(b.fault("kill", ["n1", "n2"]))
     b.drain()
     assert violated(run(b), "lost") == ["p1-1"]
+
+
+ALL_NODE_LINKS = ["link:n2->n1", "link:n3->n1", "link:n3->n2", "client:c1->n1"]
+
+
+def _lost_under(kind: str, links: list[str], *,
+                published_after: bool = False) -> HistoryBuilder:
+    """p1-1 confirmed while (or, ``published_after``, after) ``kind`` stood on
+    ``links``, and never delivered."""
+    b = builder(partition_handling="pause_minority")
+    fault = b.at(1.0).fault(kind, ["n1", "n2", "n3"], links=links)
+    if not published_after:
+        b.publish("p1-1")
+    b.at(5.0).heal(fault)
+    if published_after:
+        b.publish("p1-1")
+    b.at(10.0).drain()
+    return b
+
+
+def test_links_closing_between_every_node_under_pause_minority_are_a_caveat() -> None:
+    for kind in ("limit_data", "reset_peer"):
+        result = run(_lost_under(kind, ALL_NODE_LINKS))
+        assert excused(result, "pause-churn") == ["p1-1"], kind
+        assert result.valid is True
+
+
+def test_closing_links_excuse_no_loss_they_cannot_explain() -> None:
+    """A node the fault left alone keeps the message; a publish after the heal meets no
+    churn; latency closes nothing."""
+    for b in (_lost_under("limit_data", ["link:n2->n1", "client:c1->n3"]),
+              _lost_under("limit_data", ALL_NODE_LINKS, published_after=True),
+              _lost_under("latency", ALL_NODE_LINKS)):
+        assert violated(run(b), "lost") == ["p1-1"]
