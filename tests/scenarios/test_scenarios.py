@@ -175,6 +175,7 @@ def test_a_set_policy_step_redefines_the_runs_own_policy_on_the_workloads_queues
     ('[workload]\npurgers = 1\n', "workload.backlog_queues", "at least one queue for the "
      "purgers"),
     ('[workload]\nexchange = 5\n', "workload.exchange", "a string or nothing"),
+    ('[workload]\npurge_interval = 0\n', "workload.purge_interval", "a number above zero"),
     ('[workload]\ncancel_on_failover = true\ncancel_consumers = 1\n',
      "workload.cancel_on_failover", "false when cancel_consumers"),
     ('[phases]\npromotion_drain = "yes"\n', "phases.promotion_drain", "true or false"),
