@@ -142,6 +142,10 @@ class Node:
         self._app_lock = asyncio.Lock()
         self.management: object | None = None
         self.coordinator: Coordinator | None = None
+        # From the start of a stop_app until it is done, the cluster's input is dropped:
+        # what the app took in after its last commit would be ordered, passed on to the
+        # peers (who confirm it) and then discarded with the store's staged records.
+        self._app_stopping = False
         self._sync_scheduled = False
         self._paused_for_minority = False
         # pause_minority after a partial partition: paused until every peer is back.
@@ -355,21 +359,25 @@ class Node:
         assert self._server is not None and self._ticker is not None
         self._server.close()
         self._ticker.cancel()
-        if self.coordinator is not None:
-            self.coordinator.leave()
+        self._app_stopping = True
+        try:
+            if self.coordinator is not None:
+                self.coordinator.leave()
+                self.flush()
+            broker.shutdown(SHUTDOWN_TEXT)
             self.flush()
-        broker.shutdown(SHUTDOWN_TEXT)
-        self.flush()
-        if self._commit is not None:
-            await asyncio.gather(self._commit, return_exceptions=True)
-        with contextlib.suppress(OSError):  # a failed store was already reported
-            await asyncio.to_thread(store.commit)
-        for transport in list(self.transports.values()):
-            transport.close()
-        self.transports.clear()
-        store.close()
-        self.broker = self.store = None
-        self.coordinator = None
+            if self._commit is not None:
+                await asyncio.gather(self._commit, return_exceptions=True)
+            with contextlib.suppress(OSError):  # a failed store was already reported
+                await asyncio.to_thread(store.commit)
+            for transport in list(self.transports.values()):
+                transport.close()
+            self.transports.clear()
+            store.close()
+            self.broker = self.store = None
+            self.coordinator = None
+        finally:
+            self._app_stopping = False
         if self.peers is not None:
             self.peers.announce()
         self.events.emit("app_stopped")
@@ -417,7 +425,7 @@ class Node:
             # loss of its peers (confirm what only it holds, promote its mirrors).
             self._pause_in_minority()
         coordinator = self.coordinator
-        if coordinator is not None and not self._paused_for_minority:
+        if coordinator is not None and not self._paused_for_minority and not self._app_stopping:
             self._tell_cluster(coordinator, event)
         self._after_cluster_input()
 
@@ -529,7 +537,7 @@ class Node:
         once the whole read is handled, so that what a batch of messages makes goes out
         together (one GM message per hop for many publishes, one write per peer)."""
         coordinator = self.coordinator
-        if coordinator is None:
+        if coordinator is None or self._app_stopping:
             return
         try:
             coordinator.received(peer, envelope)
