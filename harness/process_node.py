@@ -174,15 +174,6 @@ class NodeProcess:
                 self.process.kill()
             self.process.wait()
 
-    def power_loss(self) -> int:
-        """SIGKILL, then every write the data directory had not made durable is lost;
-        returns how many files changed. The lazy file system stays mounted for the next
-        start."""
-        if self.disk is None:
-            raise LazyFSError(f"node {self.name}'s data directory is not on lazyfs")
-        self.kill()
-        return self.disk.lose()
-
     def unmount(self) -> None:
         """After the node is gone: unmount its lazy file system, if it has one."""
         if self.disk is not None:

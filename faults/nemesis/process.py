@@ -54,7 +54,6 @@ class ProcessNemesis:
         require(op, self.fs)
         actions: dict[str, tuple[str, Action]] = {
             "kill": ("one", self._kill),
-            "power-loss": ("one", self._power_loss),
             "stop": ("one", self._stop),
             "pause": ("one", self._pause),
             "restart": ("one", self._restart),
@@ -66,6 +65,9 @@ class ProcessNemesis:
             return self._each(op, self._chosen(op, sorted(self.paused)), self._resume)
         if op.f == "start":
             return self._each(op, self._chosen(op, sorted(self.down)), self._start)
+        if op.f == "power-loss":
+            return self._power_loss(op, targets.select(option(op, "nodes", "one"),
+                                                       self.control.nodes(), self.rng))
         default, action = actions[op.f]
         nodes = targets.select(option(op, "nodes", default), self.control.nodes(), self.rng)
         # A rolling restart stops at the first node that does not come back.
@@ -87,14 +89,26 @@ class ProcessNemesis:
         self.down[node] = None
         self.paused.discard(node)
 
-    def _power_loss(self, node: str) -> None:
+    def _power_loss(self, op: Op, nodes: list[str]) -> Op:
+        """Every node at one moment (`ProcessControl.power_loss`)."""
+        running = {n for n in nodes if self.control.state(n) is not ProcessState.STOPPED}
+        error: str | None = None
         try:
-            self.control.power_loss(node)
-        finally:
-            # Killed even if losing the writes then failed: heal must start it again.
-            if self.control.state(node) is ProcessState.STOPPED:
-                self.down[node] = None
-                self.paused.discard(node)
+            self.control.power_loss(nodes)
+        except (ProcessControlError, ProcessStateError) as exc:
+            error = str(exc)
+        # Killed even if losing the writes then failed: heal must start them again.
+        down = [n for n in nodes if self.control.state(n) is ProcessState.STOPPED]
+        for node in down:
+            self.down[node] = None
+            self.paused.discard(node)
+        if error is None:
+            return op.ok({"nodes": list(nodes), "failed": {}})
+        killed = [n for n in down if n in running]
+        value = {"nodes": killed, "failed": {n: error for n in nodes if n not in killed}}
+        if not killed:
+            return op.fail(f"power-loss failed: {error}", value)
+        return op.info(f"power-loss failed: {error}", value)
 
     def _stop(self, node: str) -> None:
         self.control.stop(node, self.stop_timeout)

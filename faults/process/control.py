@@ -5,6 +5,7 @@ state seen from outside."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from typing import Protocol
 
 
@@ -35,10 +36,12 @@ class ProcessControl(Protocol):
     def kill(self, node: str) -> None:
         """SIGKILL (``docker kill``): no shutdown path runs. Returns once it is gone."""
 
-    def power_loss(self, node: str) -> None:
-        """SIGKILL, then every write the node had not fsynced is lost (its data directory
-        is on a lazy file system, faults/lazyfs). A runtime that cannot do it raises
-        `ProcessControlError` saying why, before touching the node."""
+    def power_loss(self, nodes: Sequence[str]) -> None:
+        """The nodes lose power at one moment, as a rack does: every one is SIGKILLed
+        before any loses the writes it had not fsynced (its data directory is on a lazy
+        file system, faults/lazyfs), so none outlives another to act on its loss. A
+        runtime that cannot do it raises `ProcessControlError` saying why, before
+        touching any node."""
 
     def stop(self, node: str, timeout: float) -> None:
         """SIGTERM, then SIGKILL after ``timeout`` (``docker stop -t``)."""

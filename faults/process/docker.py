@@ -6,7 +6,7 @@ across a restart, so a node started again is the same node."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import docker.errors
@@ -61,12 +61,13 @@ class DockerProcesses:
             self._engine(node, "kill", container.kill)
         container.wait()  # returns once the container has exited
 
-    def power_loss(self, node: str) -> None:
-        self.node(node)  # an unknown node is still UnknownNode
+    def power_loss(self, nodes: Sequence[str]) -> None:
+        for node in nodes:
+            self.node(node)  # an unknown node is still UnknownNode
         raise ProcessControlError(
-            f"power-loss on {node}: the Docker runtime cannot lose unsynced writes (its "
-            f"nodes' data directories are plain bind mounts, not lazyfs); run it with "
-            f"--runtime process")
+            f"power-loss on {', '.join(nodes)}: the Docker runtime cannot lose unsynced "
+            f"writes (its nodes' data directories are plain bind mounts, not lazyfs); run "
+            f"it with --runtime process")
 
     def stop(self, node: str, timeout: float) -> None:
         container = self.container(node)

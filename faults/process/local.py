@@ -5,7 +5,7 @@ nodes' data directories on lazyfs (`NodeProcess.lazyfs`)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import psutil
 
@@ -61,15 +61,24 @@ class LocalProcesses:
     def kill(self, node: str) -> None:
         self.node(node).kill()  # SIGKILL also ends a stopped process
 
-    def power_loss(self, node: str) -> None:
-        process = self.node(node)
-        if process.disk is None:
-            raise ProcessControlError(f"power-loss on {node} needs its data directory on "
-                                      f"lazyfs, and it is not: {self.no_lazyfs}")
-        try:
-            process.power_loss()
-        except LazyFSError as exc:
-            raise ProcessControlError(f"power-loss on {node}: {exc}") from exc
+    def power_loss(self, nodes: Sequence[str]) -> None:
+        disks = {node: self.node(node).disk for node in nodes}
+        bare = [node for node, disk in disks.items() if disk is None]
+        if bare:
+            raise ProcessControlError(f"power-loss on {', '.join(bare)} needs a data "
+                                      f"directory on lazyfs, and it is not: {self.no_lazyfs}")
+        for node in nodes:
+            self.kill(node)
+        failed = {}
+        for node, disk in disks.items():
+            assert disk is not None
+            try:
+                disk.lose()
+            except LazyFSError as exc:
+                failed[node] = str(exc)
+        if failed:
+            raise ProcessControlError(f"power-loss: the unsynced writes of {failed} could "
+                                      "not be dropped")
 
     def stop(self, node: str, timeout: float) -> None:
         # A stopped process cannot act on SIGTERM until it runs again.

@@ -5,13 +5,14 @@ without the fsync (``--break no-fsync``) loses some, which a SIGKILL cannot show
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from faults.lazyfs import fuse_unavailable, mounted
 from faults.nemesis import Op, ProcessNemesis
-from faults.process import LocalProcesses, ProcessControlError
+from faults.process import LocalProcesses, ProcessControlError, ProcessState
 from faults.process.docker import ContainerNode, DockerProcesses
 from harness.process_node import NodeProcess
 from harness.runtime import ClusterStartError
@@ -60,6 +61,35 @@ def test_power_loss_keeps_every_confirmed_message_only_on_a_correct_node(
         assert survived == numbered(MESSAGES)
 
 
+@pytest.mark.skipif(fuse_unavailable() is not None, reason=f"no FUSE: {fuse_unavailable()}")
+def test_nodes_lose_power_at_one_moment(tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """When a node's unsynced writes are dropped, every node of the power loss is
+    already gone: none outlived another to act on its loss (promote, write it down)."""
+    nodes = {name: NodeProcess(name, tmp_path / name, lazyfs=True) for name in ("n1", "n2")}
+    control = LocalProcesses(nodes)
+    seen: list[dict[str, ProcessState]] = []
+    try:
+        for node in nodes.values():
+            node.start()
+            assert node.disk is not None
+            lose = node.disk.lose
+
+            def spied(lose: Callable[[], int] = lose) -> int:
+                seen.append({name: control.state(name) for name in nodes})
+                return lose()
+
+            monkeypatch.setattr(node.disk, "lose", spied)
+        result = ProcessNemesis(control, random.Random(1)).invoke(
+            Op("power-loss", {"nodes": "all"}))
+        assert result.type == "ok" and sorted(result.value["nodes"]) == ["n1", "n2"]
+    finally:
+        for node in nodes.values():
+            node.stop()
+            node.unmount()
+    assert seen == [dict.fromkeys(nodes, ProcessState.STOPPED)] * 2
+
+
 def test_power_loss_without_lazyfs_fails_saying_why(tmp_path: Path) -> None:
     node = NodeProcess("n1", tmp_path / "n1")
     control = LocalProcesses({"n1": node}, no_lazyfs="FUSE cannot be used here: no /dev/fuse")
@@ -71,7 +101,7 @@ def test_power_loss_without_lazyfs_fails_saying_why(tmp_path: Path) -> None:
 def test_power_loss_on_docker_is_refused_before_touching_the_container() -> None:
     control = DockerProcesses(None, {"n1": ContainerNode("c1", ("127.0.0.1", 5672))})
     with pytest.raises(ProcessControlError, match="Docker runtime cannot lose unsynced"):
-        control.power_loss("n1")
+        control.power_loss(["n1"])
 
 
 def test_the_process_runtime_says_once_why_it_runs_without_lazyfs(
