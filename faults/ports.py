@@ -25,9 +25,6 @@ EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 LOWEST = 20000  # below this sit well-known services (and the user's own)
 TRIES = 200
 
-# One empty file per port ever handed out; a process holds a lock on the file of each
-# port it handed out for as long as it lives (the kernel drops the lock when it exits).
-RESERVATIONS = Path(tempfile.gettempdir()) / "mirrorchaos-ports"
 
 _handed_out: set[int] = set()
 _held: list[int] = []  # the locked files' descriptors
@@ -66,10 +63,18 @@ def free_port(host: str = "127.0.0.1") -> int:
     raise OSError(f"no free port on {host} between {low} and {high - 1} after {TRIES} tries")
 
 
+def reservations_dir() -> Path:
+    """One empty file per port ever handed out, shared by every run on the machine; a
+    process holds a lock on the file of each port it handed out for as long as it
+    lives (the kernel drops the lock when it exits)."""
+    return Path(tempfile.gettempdir()) / "mirrorchaos-ports"
+
+
 def _reserve(port: int) -> bool:
     """Lock ``port``'s file for this process's lifetime; False if another holds it."""
-    RESERVATIONS.mkdir(exist_ok=True)
-    fd = os.open(RESERVATIONS / str(port), os.O_CREAT | os.O_RDWR, 0o666)
+    directory = reservations_dir()
+    directory.mkdir(exist_ok=True)
+    fd = os.open(directory / str(port), os.O_CREAT | os.O_RDWR, 0o666)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
