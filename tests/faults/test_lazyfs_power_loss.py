@@ -28,9 +28,12 @@ from tests.node.helpers import (
 )
 
 MESSAGES = 200
+# lazyfs mounts through FUSE; where the machine has none the runtime says why instead
+NEEDS_FUSE = pytest.mark.skipif(fuse_unavailable() is not None,
+                                reason=f"no FUSE: {fuse_unavailable()}")
 
 
-@pytest.mark.skipif(fuse_unavailable() is not None, reason=f"no FUSE: {fuse_unavailable()}")
+@NEEDS_FUSE
 @pytest.mark.parametrize("breaks", [[], ["--break", "no-fsync"]], ids=["correct", "no-fsync"])
 def test_power_loss_keeps_every_confirmed_message_only_on_a_correct_node(
         tmp_path: Path, breaks: list[str]) -> None:
@@ -61,7 +64,7 @@ def test_power_loss_keeps_every_confirmed_message_only_on_a_correct_node(
         assert survived == numbered(MESSAGES)
 
 
-@pytest.mark.skipif(fuse_unavailable() is not None, reason=f"no FUSE: {fuse_unavailable()}")
+@NEEDS_FUSE
 def test_nodes_lose_power_at_one_moment(tmp_path: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """When a node's unsynced writes are dropped, every node of the power loss is
