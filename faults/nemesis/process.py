@@ -103,12 +103,9 @@ class ProcessNemesis:
             self.down[node] = None
             self.paused.discard(node)
         if error is None:
-            return op.ok({"nodes": list(nodes), "failed": {}})
+            return _outcome(op, list(nodes), {})
         killed = [n for n in down if n in running]
-        value = {"nodes": killed, "failed": {n: error for n in nodes if n not in killed}}
-        if not killed:
-            return op.fail(f"power-loss failed: {error}", value)
-        return op.info(f"power-loss failed: {error}", value)
+        return _outcome(op, killed, {n: error for n in nodes if n not in killed})
 
     def _stop(self, node: str) -> None:
         self.control.stop(node, self.stop_timeout)
@@ -154,12 +151,7 @@ class ProcessNemesis:
                     break
                 continue
             done.append(node)
-        value = {"nodes": done, "failed": failed}
-        if not failed:
-            return op.ok(value)
-        if not done:
-            return op.fail(f"{op.f} failed: {failed}", value)
-        return op.info(f"{op.f} failed on some nodes: {failed}", value)
+        return _outcome(op, done, failed)
 
     def _heal(self, op: Op) -> Op:
         """Bring every node we paused or took down back to running, by what its state
@@ -213,3 +205,13 @@ class ProcessNemesis:
             return {}
         with ThreadPoolExecutor(len(nodes)) as pool:
             return dict(zip(nodes, pool.map(start, nodes), strict=True))
+
+
+def _outcome(op: Op, done: list[str], failed: dict[str, str]) -> Op:
+    """ok when every node was done, fail when none was, info in between."""
+    value = {"nodes": done, "failed": failed}
+    if not failed:
+        return op.ok(value)
+    if not done:
+        return op.fail(f"{op.f} failed: {failed}", value)
+    return op.info(f"{op.f} failed on some nodes: {failed}", value)
