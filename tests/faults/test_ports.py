@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from faults import ports
+
+
+@pytest.fixture(autouse=True)
+def own_reservations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A reservations directory of this test's own: a port another test worker (or a
+    campaign) holds would otherwise be skipped where the test expects it handed out."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path
 
 
 def test_ports_come_from_below_the_ephemeral_range_and_bind() -> None:
@@ -45,14 +55,15 @@ def test_a_port_in_use_or_already_handed_out_is_skipped(
 
 
 def test_a_port_another_process_handed_out_is_skipped(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, own_reservations: Path,
 ) -> None:
     """Two campaigns side by side: a port the other process handed out, though nothing
     is bound to it yet, is not handed out here while that process lives."""
     other = subprocess.Popen(
         [sys.executable, "-c", "import sys; from faults import ports; "
          "print(ports.free_port(), flush=True); sys.stdin.read()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "TMPDIR": str(own_reservations)})
     try:
         assert other.stdout is not None
         theirs = int(other.stdout.readline())
