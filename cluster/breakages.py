@@ -16,7 +16,7 @@ VIOLATION_KINDS = frozenset({
     "lost", "lost-unacked", "duplicate", "resurrected", "reordered", "cancel-missing",
     "cancel-unexpected", "stalled", "overtaken", "split-brain", "disagreement",
     "wrong-promotion", "undeleted", "under-replicated", "over-replicated",
-    "node-unavailable", "autoheal-wrong-side", "unanswered",
+    "node-unavailable", "autoheal-wrong-side", "unanswered", "unexpected",
 })
 
 
@@ -48,6 +48,14 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              ("overtaken", "lost-unacked"),
              "master cut off from a consumer's node, then killed, while deliveries to that "
              "consumer are in flight (they stay pending for a channel that never got them)"),
+    Breakage("tx-rollback-kept",
+             "tx.rollback keeps the transaction's publishes: the channel's next commit "
+             "publishes them after all", ("unexpected",),
+             "a transaction rolled back, then another committed on the same channel"),
+    Breakage("recover-drops",
+             "basic.recover (requeue=true) drops the channel's unacknowledged deliveries "
+             "as if they were acked, instead of requeuing them", ("lost-unacked",),
+             "basic.recover on a channel with unacknowledged deliveries"),
     Breakage("unflagged-redelivery",
              "every delivery says redelivered=false, even after a requeue",
              ("duplicate",), "any kill or connection loss with unacked deliveries"),
@@ -187,6 +195,8 @@ class Breaks:
     confirm_waits_for_dead: bool = False
     youngest_promoted: bool = False
     no_requeue_on_promotion: bool = False
+    tx_rollback_kept: bool = False
+    recover_drops: bool = False
     unflagged_redelivery: bool = False
     no_failover_cancel: bool = False
     cancel_all_on_failover: bool = False

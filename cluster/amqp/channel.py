@@ -404,14 +404,15 @@ class Channel:
         for queue in targets:
             queue.dispatch()
 
-    def requeue_all(self) -> None:
-        """Give every unacknowledged delivery back to its queue, in delivery order."""
+    def settle_all(self, *, requeue: bool) -> None:
+        """Settle every unacknowledged delivery at once, in delivery order: give each
+        back to its queue, or (``requeue=False``) drop it as if acked."""
         deliveries = list(self.unacked.values())
         self.unacked.clear()
         for delivery in deliveries:
             if delivery.consumer is not None:
                 delivery.consumer.unacked -= 1
-        self._apply_settlement(deliveries, requeue=True)
+        self._apply_settlement(deliveries, requeue=requeue)
 
     def cancel_by_server(self, consumer: ChannelConsumer) -> None:
         """The queue went away: drop the consumer and tell clients that can hear it."""
@@ -426,7 +427,7 @@ class Channel:
         self.closing = True
         for consumer in list(self.consumers.values()):
             self._remove_consumer(consumer)
-        self.requeue_all()
+        self.settle_all(requeue=True)
         self.broker.confirm_dirty.discard(self)
         if self.broker.cluster is not None:
             self.broker.cluster.channel_closed(self)
@@ -670,7 +671,7 @@ class Channel:
     def _basic_recover(self, method: commands.Basic.Recover) -> None:
         if not method.requeue:
             raise ConnectionError_(NOT_IMPLEMENTED, "requeue=false", 60, 110)
-        self.requeue_all()
+        self.settle_all(requeue=not self.broker.config.breaks.recover_drops)
         self.send(commands.Basic.RecoverOk())
 
     def _confirm_select(self, method: commands.Confirm.Select) -> None:
@@ -714,7 +715,8 @@ class Channel:
     def _tx_rollback(self, method: commands.Tx.Rollback) -> None:
         if not self.transactional:
             raise ChannelError(PRECONDITION_FAILED, "channel is not transactional")
-        self._tx_publishes.clear()
+        if not self.broker.config.breaks.tx_rollback_kept:
+            self._tx_publishes.clear()
         self._tx_settlements.clear()
         self.send(commands.Tx.RollbackOk())
 

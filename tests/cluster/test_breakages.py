@@ -166,6 +166,23 @@ def test_break_early_tx_commit() -> None:
         assert drain(sim, "n2") == []  # what a broken commit-ok promised is gone
 
 
+def test_break_tx_rollback_kept() -> None:
+    """A rolled-back transaction's publishes must never reach the queue, also not with
+    the channel's next commit."""
+    for breaks, expected in (((), [b"kept"]), (("tx-rollback-kept",), [b"m0", b"m1", b"kept"])):
+        sim = mirrored_queue(3, *breaks)
+        client = sim.client("n2")
+        client.send(1, commands.Tx.Select())
+        for i in range(2):
+            client.publish(1, f"m{i}".encode(), "ha.q", persistent=True)
+        client.send(1, commands.Tx.Rollback())
+        client.publish(1, b"kept", "ha.q", persistent=True)
+        client.send(1, commands.Tx.Commit())
+        sim.pump()
+        assert any(isinstance(m, commands.Tx.RollbackOk) for m in client.methods())
+        assert bodies(drain(sim, "n3")) == expected
+
+
 def test_break_confirm_waits_for_dead() -> None:
     """A mirror dies while a publisher on the other mirror's node waits for every
     replica: once the cluster sees it gone, the confirm must not wait for it."""
@@ -422,6 +439,23 @@ def test_break_forget_deletions() -> None:
 
 
 # -- order and replication of changes --------------------------------------------------
+
+
+def test_break_recover_drops() -> None:
+    """basic.recover gives the channel's unacked deliveries back; broken, they are gone
+    from every replica."""
+    for breaks, expected in (((), [b"m0", b"m1", b"m2"]), (("recover-drops",), [b"m2"])):
+        sim = mirrored_queue(4, *breaks)
+        publish(sim, "n1", 3)
+        client = sim.client("n2")
+        for _ in range(2):
+            client.send(1, commands.Basic.Get(queue="ha.q"))
+        client.send(1, commands.Basic.Recover(requeue=True))
+        sim.pump()
+        assert any(isinstance(m, commands.Basic.RecoverOk) for m in client.methods())
+        sim.kill("n1")  # the promoted mirror holds what the master did
+        sim.pump()
+        assert bodies(drain(sim, "n3")) == expected
 
 
 def test_break_requeue_at_tail() -> None:
