@@ -88,6 +88,8 @@ class Run:
         flag = _OUTCOME_FLAGS.get((ev.op, ev.type))
         if flag is None:
             return
+        if flag == NACKED and ev.get("rolled_back") is True:
+            flag = FAILED  # a rolled-back transaction's messages were never published
         log = self.log
         if log is None:
             raise InconsistentHistory(self.source, ev.line, "msg",

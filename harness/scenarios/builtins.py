@@ -37,11 +37,14 @@ _GAUNTLET = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers
                          client_nodes="spread", reconnect="next")
 # The master's other broadcasts and the cluster's metadata: a purger empties the
 # backlog queue every 2 s, and every publish goes through a durable direct exchange, so
-# each node (also one restarted) must hold the bindings to route it.
+# each node (also one restarted) must hold the bindings to route it. The transactional
+# publisher rolls back every third transaction (never to be delivered), and a
+# recoverer gives deliveries back with basic.recover (they must come again).
 _OPS = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers=2,
-                    tx_publishers=1, consumers=2, purgers=1, purge_interval=2.0,
-                    exchange="mirrorchaos.direct", rate=60.0, prefetch=5, ack_delay=0.2,
-                    client_nodes="spread", reconnect="next")
+                    tx_publishers=1, tx_rollback_every=3, consumers=2, recoverers=1,
+                    purgers=1, purge_interval=2.0, exchange="mirrorchaos.direct",
+                    rate=60.0, prefetch=5, ack_delay=0.2, client_nodes="spread",
+                    reconnect="next")
 _PROMOTE_POLICY = {"ha-mode": "all", "ha-sync-mode": "manual",
                    "ha-promote-on-failure": "when-synced"}
 _ISOLATE_MASTER = {"kind": "isolate", "node": "master", "mode": "black-hole"}
@@ -277,8 +280,10 @@ DETECTION: tuple[Scenario, ...] = (
              "a queue nobody consumes purged every 2 s (what a purge removed must never "
              "come back, also not from a mirror promoted later), every publish routed "
              "through a durable direct exchange (every node, also one restarted, must hold "
-             "its bindings); the master killed, a mirror restarted, both queues synchronised "
-             "and the master killed again, with purges between; then a drain by promotion",
+             "its bindings), transactions rolled back (never delivered) and deliveries "
+             "given back with basic.recover (delivered again); the master killed, a mirror "
+             "restarted, both queues synchronised and the master killed again, with purges "
+             "between; then a drain by promotion",
              policy={"ha-mode": "all", "ha-sync-mode": "manual"}, workload=_OPS,
              nemesis=NemesisSpec("sequence", options={"steps": [
                  _step(5.0, "kill", _MASTER), _step(8.0, "heal"),

@@ -238,11 +238,15 @@ class Publisher(Client):
 
 
 class TxPublisher(Client):
-    """Publishes batches in transactions: ``tx.commit-ok`` confirms the batch."""
+    """Publishes batches in transactions: ``tx.commit-ok`` confirms the batch. Every
+    ``tx_rollback_every``-th batch is rolled back instead: ``tx.rollback-ok`` says its
+    messages were never published (``confirm fail`` with ``rolled_back``), so none may
+    ever be delivered."""
 
     def __init__(self, client_id: str, queue: str, node: str, ctx: ClientContext) -> None:
         super().__init__(client_id, queue, node, ctx)
         self.seq = itertools.count(1)
+        self.batches = itertools.count(1)
 
     @property
     def stop(self) -> asyncio.Event:
@@ -261,6 +265,8 @@ class TxPublisher(Client):
             # Only what was published gets an outcome: a batch cut short by a lost
             # connection has no confirm line for ids it never used.
             batch: list[str] = []
+            every = self.spec.tx_rollback_every
+            rollback = every > 0 and next(self.batches) % every == 0
             try:
                 for _ in range(self.spec.tx_batch):
                     msg = f"{self.id}-{next(self.seq)}"
@@ -269,14 +275,21 @@ class TxPublisher(Client):
                     await answer_of(exchange.publish(
                         self.message(msg), routing_key=self.queue, mandatory=False))
                     self.record("publish", "ok", msg=msg, queue=self.queue)
-                await answer_of(tx.commit(timeout=self.spec.confirm_timeout))
+                if rollback:
+                    await answer_of(tx.rollback(timeout=self.spec.confirm_timeout))
+                else:
+                    await answer_of(tx.commit(timeout=self.spec.confirm_timeout))
             except CLIENT_ERRORS as exc:
                 for msg in batch:
                     self.record("confirm", "info", msg=msg, queue=self.queue,
                                 error=_describe(exc))
                 raise
             for msg in batch:
-                self.record("confirm", "ok", msg=msg, queue=self.queue)
+                if rollback:
+                    self.record("confirm", "fail", msg=msg, queue=self.queue,
+                                rolled_back=True)
+                else:
+                    self.record("confirm", "ok", msg=msg, queue=self.queue)
             await _sleep_until(self.stop, interval)
 
 
@@ -411,6 +424,32 @@ class Requeuer(Consumer):
                         error=_describe(exc))
         else:
             self.record(op, "ok", msg=msg, queue=self.queue, requeue=requeue)
+
+
+class Recoverer(Consumer):
+    """A consumer with prefetch 1 that answers every third delivery with
+    ``basic.recover`` (requeue=true) instead of an ack: the broker must give the
+    unacknowledged delivery back (it comes again, flagged redelivered)."""
+
+    EVERY = 3
+
+    def __init__(self, client_id: str, queue: str, node: str, ctx: ClientContext) -> None:
+        super().__init__(client_id, queue, node, ctx)
+        self.prefetch = 1
+        self.deliveries = itertools.count(1)
+
+    async def settle(self, message: AbstractIncomingMessage, msg: str) -> None:
+        if next(self.deliveries) % self.EVERY:
+            await super().settle(message, msg)
+            return
+        try:
+            await answer_of(message.channel.basic_recover(
+                requeue=True, timeout=self.spec.confirm_timeout))
+        except CLIENT_ERRORS as exc:
+            self.record("recover", "fail", queue=self.queue, requeue=True,
+                        error=_describe(exc))
+        else:
+            self.record("recover", "ok", queue=self.queue, requeue=True)
 
 
 class Getter(Client):

@@ -27,6 +27,8 @@ class WorkloadSpec:
     ack_delay: float = 0.0
     get_rate: float = 20.0  # basic.get calls per second per poller
     tx_batch: int = 5  # messages per transaction
+    # Every N-th transaction is rolled back (0: none): its messages must never arrive.
+    tx_rollback_every: int = 0
     persistent: bool = True
     durable: bool = True
     confirm_timeout: float = 10.0  # seconds before a confirm counts as unknown
@@ -41,6 +43,9 @@ class WorkloadSpec:
     # requeue, so a requeued message must come back before the messages queued behind
     # it, and a rejected one never again (r1, ...).
     requeuers: int = 0
+    # Consumers (prefetch 1) that answer every third delivery with basic.recover
+    # (requeue=true): the broker must give it back (v1, ...).
+    recoverers: int = 0
     # Consumers that ask for x-cancel-on-ha-failover beside the plain ones (x1, ...).
     cancel_consumers: int = 0
     # Consumers that ack in pairs, one basic.ack with multiple=true for two deliveries
@@ -70,7 +75,7 @@ class WorkloadSpec:
         counts = {"publisher": (self.publishers, "p"), "consumer": (self.consumers, "c"),
                   "no-ack-consumer": (self.no_ack_consumers, "a"),
                   "getter": (self.getters, "g"), "tx-publisher": (self.tx_publishers, "t"),
-                  "requeuer": (self.requeuers, "r"),
+                  "requeuer": (self.requeuers, "r"), "recoverer": (self.recoverers, "v"),
                   "cancel-consumer": (self.cancel_consumers, "x"),
                   "multiple-acker": (self.multiple_ackers, "m"),
                   "churner": (self.churners, "k"), "purger": (self.purgers, "u")}

@@ -16,6 +16,7 @@ from harness.workload.clients import (
     MultipleAcker,
     Publisher,
     Purger,
+    Recoverer,
     Requeuer,
     TxPublisher,
 )
@@ -53,6 +54,8 @@ class Workload:
             return Getter(client_id, queue, node, self.ctx)
         if kind == "requeuer":
             return Requeuer(client_id, queue, node, self.ctx)
+        if kind == "recoverer":
+            return Recoverer(client_id, queue, node, self.ctx)
         if kind == "churner":
             return Churner(client_id, queue, node, self.ctx)
         if kind == "purger":

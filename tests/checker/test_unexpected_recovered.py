@@ -39,6 +39,20 @@ def test_a_message_whose_publish_definitely_failed_must_not_be_delivered() -> No
     assert result.counts["failed"] == 1
 
 
+def test_a_rolled_back_message_must_not_be_delivered_a_nacked_one_may() -> None:
+    """A nack leaves open whether the broker kept the message; a tx.rollback-ok does
+    not: the transaction's messages were never published."""
+    b = builder()
+    for msg, rolled_back in (("t1-1", True), ("t1-2", None)):
+        b.add("t1", "publish", "invoke", msg=msg, queue="q", node="n1")
+        b.add("t1", "confirm", "fail", msg=msg, queue="q", node="n1", rolled_back=rolled_back)
+        b.deliver(msg)
+    b.drain()
+    result = run(b)
+    assert violated(result, "unexpected") == ["t1-1"]
+    assert (result.counts["failed"], result.counts["nacked"]) == (1, 1)
+
+
 def test_every_published_message_delivered_is_not_unexpected() -> None:
     b = builder()
     b.publish("p1-1", outcome="info")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import aio_pika
+import pytest
 
 from faults.management import Management
 from harness.checker import check
@@ -249,3 +250,39 @@ async def test_purgers_purge_the_backlog_and_publishes_go_through_the_exchange(
     result = check(read_history(tmp_path / "history.jsonl"))
     assert result.valid is True, (result.error, result.violations)
     assert next(p for p in result.parts if p.checker == "lost").counts["maybe_purged"] > 0
+
+
+@pytest.mark.parametrize(("breaks", "kind"), [((), None),
+                                              (("tx-rollback-kept",), "unexpected"),
+                                              (("recover-drops",), "lost-unacked")])
+async def test_rollbacks_and_recovers(tmp_path: Path, breaks: tuple[str, ...],
+                                      kind: str | None) -> None:
+    """Every second transaction is rolled back (its messages recorded as never
+    published) and the recoverer answers every third delivery with basic.recover (it
+    comes again, redelivered): valid on a correct node; on a node that keeps rolled-back
+    publishes, or drops what a recover should give back, the checker says so."""
+    node = NodeProcess(NODE, tmp_path / NODE,
+                       extra_args=[arg for name in breaks for arg in ("--break", name)])
+    spec = WorkloadSpec(publishers=0, tx_publishers=1, tx_rollback_every=2, consumers=0,
+                        recoverers=1, rate=100, tx_batch=3)
+    try:
+        node.start()
+        with writer(tmp_path, spec) as history:
+            assert await run_workload(node, spec, Recorder(history), 1.5)
+    finally:
+        node.kill()
+    events = lines(tmp_path / "history.jsonl")
+    rolled_back = {e["msg"] for e in events if e["op"] == "confirm" and e["type"] == "fail"}
+    committed = {e["msg"] for e in events if e["op"] == "confirm" and e["type"] == "ok"}
+    assert len(rolled_back) >= 6 and len(committed) >= 6
+    recovers = [e for e in events if e["process"] == "v1" and e["op"] == "recover"]
+    assert len(recovers) >= 2 and all(e["type"] == "ok" for e in recovers)
+    result = check(read_history(tmp_path / "history.jsonl"))
+    kinds = {v.kind for v in result.violations}
+    if kind is None:
+        delivered = [e for e in events if e["op"] in ("deliver", "get") and "msg" in e]
+        assert not rolled_back & {e["msg"] for e in delivered}
+        assert any(e["redelivered"] for e in delivered if e["process"] == "v1")
+        assert result.valid is True, (result.error, result.violations)
+    else:
+        assert result.valid is False and kind in kinds, kinds
