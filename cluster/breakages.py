@@ -56,6 +56,12 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "basic.recover (requeue=true) drops the channel's unacknowledged deliveries "
              "as if they were acked, instead of requeuing them", ("lost-unacked",),
              "basic.recover on a channel with unacknowledged deliveries"),
+    Breakage("no-requeue-on-close",
+             "a channel (or connection) that closes with unacknowledged deliveries gives "
+             "none back: they stay pending until a promotion requeues them",
+             ("overtaken",),
+             "a consumer closing its connection with unacked deliveries while later "
+             "messages keep flowing"),
     Breakage("unflagged-redelivery",
              "every delivery says redelivered=false, even after a requeue",
              ("duplicate",), "any kill or connection loss with unacked deliveries"),
@@ -197,6 +203,7 @@ class Breaks:
     no_requeue_on_promotion: bool = False
     tx_rollback_kept: bool = False
     recover_drops: bool = False
+    no_requeue_on_close: bool = False
     unflagged_redelivery: bool = False
     no_failover_cancel: bool = False
     cancel_all_on_failover: bool = False

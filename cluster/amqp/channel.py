@@ -427,7 +427,8 @@ class Channel:
         self.closing = True
         for consumer in list(self.consumers.values()):
             self._remove_consumer(consumer)
-        self.settle_all(requeue=True)
+        if not self.broker.config.breaks.no_requeue_on_close:
+            self.settle_all(requeue=True)
         self.broker.confirm_dirty.discard(self)
         if self.broker.cluster is not None:
             self.broker.cluster.channel_closed(self)

@@ -16,6 +16,14 @@ a violation. A broker that never requeues what the old master had delivered (a
 promotion that keeps those deliveries pending for a channel that never got them) gives
 such a message back only when that channel closes, at the end of the run.
 
+A message given back is held to the same order: one delivered in ack mode and still
+unsettled when its receiver closed its connection (``disconnect ok``, a close it chose,
+so the broker hears it at once) or asked for ``basic.recover``, must go back to its place
+in the queue. If from then on later messages of its producer are still first delivered
+from that queue for more than ``BOUND_S`` after every fault had ended, while it is not
+delivered again, the broker kept it back (a close that requeued nothing: only a later
+promotion gives it back).
+
 Judged only for messages that were confirmed and delivered in the end (a message never
 delivered is ``lost``'s), and excused as a caveat when the record would excuse its
 loss at that moment (caveats.py): a copy that may have been lost with a failed master
@@ -60,6 +68,15 @@ class _Passed:
     by: int  # the seq that overtook it last
 
 
+@dataclass
+class _GivenBack:
+    """A delivery its receiver gave back unsettled, and what overtook it since."""
+
+    at: float
+    receiver: str
+    passed: _Passed | None = None
+
+
 @dataclass(frozen=True)
 class _Late:
     log: ProducerLog
@@ -67,6 +84,7 @@ class _Late:
     queue: str
     passed: _Passed
     delivered: float
+    given_back: _GivenBack | None = None
 
 
 class _Overtaken:
@@ -78,16 +96,47 @@ class _Overtaken:
         self.passed: dict[tuple[str, int], dict[int, _Passed]] = {}
         self.settled: dict[tuple[str, int], dict[int, _Passed]] = {}  # overtaken no more
         self.late: list[_Late] = []
+        # receiver -> its ack-mode deliveries not yet settled: message id -> (log, seq);
+        # a message delivered again is no longer held by whoever had it before
+        self.held: dict[str, dict[str, tuple[ProducerLog, int]]] = {}
+        self.holder: dict[str, str] = {}
+        # (producer, queue index) -> seq -> a delivery given back, until it comes again
+        self.given_back: dict[tuple[str, int], dict[int, _GivenBack]] = {}
 
     def handlers(self) -> Mapping[str, Handler]:
-        return {"deliver": self.delivery, "get": self.delivery}
+        return {"deliver": self.delivery, "get": self.delivery, "ack": self.settle,
+                "nack": self.settle, "reject": self.settle, "disconnect": self.give_back,
+                "recover": self.give_back}
+
+    def settle(self, ev: Event) -> None:
+        if ev.type == "ok" and ev.msg is not None:
+            self._release(ev.msg)
+
+    def give_back(self, ev: Event) -> None:
+        """A close the receiver chose, or a recover: what it held goes back to its place.
+        A lost connection ends what it held too, but when the broker notices is for
+        failure detection to say: nothing is judged then."""
+        if ev.type == "invoke" or (ev.op == "recover" and (ev.type != "ok"
+                                                           or ev.requeue is False)):
+            return
+        held = self.held.pop(ev.process, {})
+        for msg in held:
+            del self.holder[msg]
+        if ev.type != "ok":
+            return
+        for log, seq in held.values():
+            key = (log.name, log.queue[seq])
+            self.given_back.setdefault(key, {})[seq] = _GivenBack(ev.time, ev.process)
 
     def delivery(self, ev: Event) -> None:
         log = self.run.log
-        if log is None or log.count[ev.seq]:
-            return  # not a first delivery
+        if log is None:
+            return
         seq, index = ev.seq, log.queue[ev.seq]
         key = (log.name, index)
+        self._came_again(ev, log, key)
+        if log.count[seq]:
+            return  # not a first delivery
         waiting = self.passed.get(key)
         if waiting is None:
             waiting = self.passed[key] = {}
@@ -114,6 +163,33 @@ class _Overtaken:
                 item.last, item.by = ev.time, seq
         for earlier in stale:  # nothing later can overtake it now: judge it when it comes
             self.settled.setdefault(key, {})[earlier] = waiting.pop(earlier)
+        for earlier, given in self.given_back.get(key, {}).items():
+            if (earlier < seq and given.at < ev.time
+                    and not timeline.disconnected(log.name, sent[earlier], sent[seq])):
+                if given.passed is None:
+                    given.passed = _Passed(ev.time, ev.time, seq)
+                else:
+                    given.passed.last, given.passed.by = ev.time, seq
+
+    def _came_again(self, ev: Event, log: ProducerLog, key: tuple[str, int]) -> None:
+        """A delivery of a message given back ends its wait; one that an ack-mode
+        receiver (not the drain) got is held until settled."""
+        given = self.given_back.get(key, {}).pop(ev.seq, None)
+        if (given is not None and given.passed is not None
+                and given.passed.last - given.passed.first > self.bound):
+            self.late.append(_Late(log, ev.seq, self.run.ledger.queues[key[1]], given.passed,
+                                   ev.time, given))
+        if ev.msg is None:
+            return
+        self._release(ev.msg)
+        if ev.process != DRAIN_PROCESS and self.run.delivery_mode(ev) == "ack":
+            self.held.setdefault(ev.process, {})[ev.msg] = (log, ev.seq)
+            self.holder[ev.msg] = ev.process
+
+    def _release(self, msg: str) -> None:
+        holder = self.holder.pop(msg, None)
+        if holder is not None:
+            del self.held[holder][msg]
 
     def finish(self) -> Result:
         run = self.run
@@ -131,8 +207,11 @@ class _Overtaken:
             verdict = rules.explain(late.queue, log.sent[seq],
                                     bool(log.flags[seq] & TRANSIENT), passed.last, log.name)
             group = violations if verdict.caveat is None else caveats
+            given = late.given_back
+            how = "" if given is None else (
+                f"given back unsettled by {given.receiver} at {given.at:.3f} s, ")
             explanation = verdict.explanation if verdict.caveat is not None else (
-                f"later messages of its producer were still first delivered from "
+                f"{how}later messages of its producer were still first delivered from "
                 f"{late.queue} more than {self.bound:g} s after every fault had ended, "
                 "while it was not; it came only afterwards")
             group.add("overtaken", message_id(log, seq), explanation, log.sent[seq],

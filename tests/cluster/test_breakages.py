@@ -458,6 +458,26 @@ def test_break_recover_drops() -> None:
         assert bodies(drain(sim, "n3")) == expected
 
 
+def test_break_no_requeue_on_close() -> None:
+    """A channel closed holding two deliveries gives them back at once; broken, they
+    stay pending on the master, and only the promotion after its death requeues them."""
+    for breaks, at_once, promoted in (((), [b"m0", b"m1", b"m2"], []),
+                                      (("no-requeue-on-close",), [b"m2"], [b"m0", b"m1"])):
+        sim = mirrored_queue(5, *breaks)
+        publish(sim, "n1", 3)
+        client = sim.client("n2")
+        for _ in range(2):
+            client.send(1, commands.Basic.Get(queue="ha.q"))
+        client.send(1, commands.Channel.Close(reply_code=200, reply_text="bye", class_id=0,
+                                              method_id=0))
+        sim.pump()
+        assert any(isinstance(m, commands.Channel.CloseOk) for m in client.methods())
+        assert bodies(drain(sim, "n3")) == at_once
+        sim.kill("n1")
+        sim.pump()
+        assert bodies(drain(sim, "n3")) == promoted
+
+
 def test_break_requeue_at_tail() -> None:
     order = {(): [b"m0", b"m1", b"m2"], ("requeue-at-tail",): [b"m1", b"m2", b"m0"]}
     for breaks, expected in order.items():
