@@ -38,11 +38,12 @@ _GAUNTLET = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers
 # The master's other broadcasts and the cluster's metadata: a purger empties the
 # backlog queue every 2 s, and every publish goes through a durable direct exchange, so
 # each node (also one restarted) must hold the bindings to route it. The transactional
-# publisher rolls back every third transaction (never to be delivered), and a
-# recoverer gives deliveries back with basic.recover (they must come again).
+# publisher rolls back every third transaction (never to be delivered); a recoverer
+# gives deliveries back with basic.recover and a leaver by closing its connection (they
+# must come again, at their place).
 _OPS = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers=2,
                     tx_publishers=1, tx_rollback_every=3, consumers=2, recoverers=1,
-                    purgers=1, purge_interval=2.0, exchange="mirrorchaos.direct",
+                    leavers=1, purgers=1, purge_interval=2.0, exchange="mirrorchaos.direct",
                     rate=60.0, prefetch=5, ack_delay=0.2, client_nodes="spread",
                     reconnect="next")
 _PROMOTE_POLICY = {"ha-mode": "all", "ha-sync-mode": "manual",
@@ -281,7 +282,8 @@ DETECTION: tuple[Scenario, ...] = (
              "come back, also not from a mirror promoted later), every publish routed "
              "through a durable direct exchange (every node, also one restarted, must hold "
              "its bindings), transactions rolled back (never delivered) and deliveries "
-             "given back with basic.recover (delivered again); the master killed, a mirror "
+             "given back with basic.recover or by closing the connection (delivered again, "
+             "at their place); the master killed, a mirror "
              "restarted, both queues synchronised and the master killed again, with purges "
              "between; then a drain by promotion",
              policy={"ha-mode": "all", "ha-sync-mode": "manual"}, workload=_OPS,

@@ -305,6 +305,7 @@ class Consumer(Client):
         self.mode = "no-ack" if no_ack else "ack"
         self.cancel_on_failover = cancel_on_failover
         self.prefetch = ctx.spec.prefetch
+        self.leaving = asyncio.Event()  # set: close the connection now, holding what it has
 
     async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
         channel = await self.channel(connection)
@@ -321,9 +322,12 @@ class Consumer(Client):
                                       timeout=self.spec.confirm_timeout)
             self.record("consume", "ok", queue=self.queue, mode=self.mode,
                         cancel_on_failover=self.cancel_on_failover, prefetch=self.prefetch)
-            ended = await _first(broken, cancelled, self.stop)
+            ended = await _first(broken, cancelled, self.stop, self.leaving)
             if ended is broken:
                 raise ConnectionLost("connection or channel closed")
+            if ended is self.leaving:
+                self.leaving.clear()
+                return
             if ended is cancelled:
                 self.record("cancel", "info", queue=self.queue, mode=self.mode,
                             error="cancelled by the broker")
@@ -424,6 +428,26 @@ class Requeuer(Consumer):
                         error=_describe(exc))
         else:
             self.record(op, "ok", msg=msg, queue=self.queue, requeue=requeue)
+
+
+class Leaver(Consumer):
+    """A consumer that leaves at every tenth delivery: it closes its connection without
+    acking that delivery (nor any other it holds), and comes back. The broker must
+    requeue what it held, each to its place ahead of the later messages."""
+
+    EVERY = 10
+
+    def __init__(self, client_id: str, queue: str, node: str, ctx: ClientContext) -> None:
+        super().__init__(client_id, queue, node, ctx)
+        self.deliveries = itertools.count(1)
+
+    async def settle(self, message: AbstractIncomingMessage, msg: str) -> None:
+        if self.leaving.is_set():
+            return  # on its way out: hold it
+        if next(self.deliveries) % self.EVERY:
+            await super().settle(message, msg)
+            return
+        self.leaving.set()
 
 
 class Recoverer(Consumer):

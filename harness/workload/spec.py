@@ -43,6 +43,9 @@ class WorkloadSpec:
     # requeue, so a requeued message must come back before the messages queued behind
     # it, and a rejected one never again (r1, ...).
     requeuers: int = 0
+    # Consumers that close their connection at every tenth delivery, holding it and
+    # whatever else they had unacked, and come back: the broker must requeue it (l1, ...).
+    leavers: int = 0
     # Consumers (prefetch 1) that answer every third delivery with basic.recover
     # (requeue=true): the broker must give it back (v1, ...).
     recoverers: int = 0
@@ -76,6 +79,7 @@ class WorkloadSpec:
                   "no-ack-consumer": (self.no_ack_consumers, "a"),
                   "getter": (self.getters, "g"), "tx-publisher": (self.tx_publishers, "t"),
                   "requeuer": (self.requeuers, "r"), "recoverer": (self.recoverers, "v"),
+                  "leaver": (self.leavers, "l"),
                   "cancel-consumer": (self.cancel_consumers, "x"),
                   "multiple-acker": (self.multiple_ackers, "m"),
                   "churner": (self.churners, "k"), "purger": (self.purgers, "u")}

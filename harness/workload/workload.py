@@ -13,6 +13,7 @@ from harness.workload.clients import (
     ClientContext,
     Consumer,
     Getter,
+    Leaver,
     MultipleAcker,
     Publisher,
     Purger,
@@ -54,6 +55,8 @@ class Workload:
             return Getter(client_id, queue, node, self.ctx)
         if kind == "requeuer":
             return Requeuer(client_id, queue, node, self.ctx)
+        if kind == "leaver":
+            return Leaver(client_id, queue, node, self.ctx)
         if kind == "recoverer":
             return Recoverer(client_id, queue, node, self.ctx)
         if kind == "churner":

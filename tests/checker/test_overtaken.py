@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from harness.checker import check
 from harness.checker.overtaken import Overtaken
 from harness.checker.result import Result
@@ -95,3 +97,81 @@ def test_a_message_a_split_brain_may_have_lost_is_a_caveat() -> None:
                                      partition_handling="autoheal"))
     assert result.valid is True
     assert excused(result, "partition-split-brain") == ["p1-0"]
+
+
+def _given_back(back_at: float | None, *, how: str = "disconnect",
+                fault_until: float | None = None) -> HistoryBuilder:
+    """p1-0 .. p1-20 published at t=0; leaver l1 gets p1-0 at 0.5 and gives it back
+    unsettled at 1.0 (``how``: its own close, a lost connection, or a recover); c1 gets
+    p1-1 .. p1-20 one every 1.5 s from 1.5; p1-0 comes again at ``back_at`` (in the
+    drain if None)."""
+    b = builder()
+    b.consume("c1", prefetch=5)
+    b.consume("l1", prefetch=5)
+    for n in range(LATER + 1):
+        b.publish(f"p1-{n}")
+    b.at(0.5).deliver("p1-0", consumer="l1")
+    if fault_until is not None:
+        started = b.at(0.8).fault("kill", ["n2"])
+    b.at(1.0)
+    if how == "recover":
+        b.add("l1", "recover", "ok", queue="q", requeue=True)
+    else:
+        b.disconnect("l1", type="ok" if how == "disconnect" else "info")
+    events = [(1.5 + 1.5 * (n - 1), "deliver", f"p1-{n}") for n in range(1, LATER + 1)]
+    if back_at is not None:
+        events.append((back_at, "back", "p1-0"))
+    if fault_until is not None:
+        events.append((fault_until, "heal", ""))
+    for time, what, msg in sorted(events):
+        b.at(time)
+        if what == "heal":
+            b.heal(started)
+        else:
+            b.deliver(msg, redelivered=what == "back")
+            b.ack(msg)
+    if back_at is None:
+        b.at(40.0).get("p1-0", consumer="drain", redelivered=True)
+    b.drain()
+    return b
+
+
+@pytest.mark.parametrize("how", ["disconnect", "recover"])
+def test_a_delivery_given_back_and_kept_back_while_later_ones_flow_is_overtaken(
+        how: str) -> None:
+    """A close (or recover) that requeued nothing: the message came only with the drain."""
+    result = _overtaken(_given_back(None, how=how))
+    assert violated(result, "overtaken") == ["p1-0"]
+    assert "given back unsettled by l1" in result.violations[0].explanation
+
+
+def test_a_delivery_given_back_that_comes_again_soon_is_fine() -> None:
+    assert _overtaken(_given_back(2.5)).valid is True
+
+
+def test_a_delivery_on_a_lost_connection_is_left_to_failure_detection() -> None:
+    assert _overtaken(_given_back(None, how="lost")).valid is True
+
+
+def test_a_delivery_given_back_while_a_fault_lasts_counts_from_its_end() -> None:
+    assert _overtaken(_given_back(31.0, fault_until=26.9)).valid is True
+    assert violated(_overtaken(_given_back(31.0, fault_until=19.9)), "overtaken") == ["p1-0"]
+
+
+def test_a_delivery_that_came_again_before_its_receiver_left_is_not_given_back_twice() -> None:
+    """The broker requeued l1's delivery as the close began and c1 got it before l1
+    recorded its disconnect: l1 no longer held it when it left."""
+    b = builder()
+    b.consume("c1", prefetch=5)
+    b.consume("l1", prefetch=5)
+    for n in range(LATER + 1):
+        b.publish(f"p1-{n}")
+    b.at(0.5).deliver("p1-0", consumer="l1")
+    b.at(0.9).deliver("p1-0", consumer="c1", redelivered=True)  # held by c1 to the end
+    b.at(1.0).disconnect("l1")
+    for n in range(1, LATER + 1):
+        b.at(1.5 + 1.5 * (n - 1)).deliver(f"p1-{n}")
+        b.ack(f"p1-{n}")
+    b.at(40.0).deliver("p1-0", redelivered=True)  # c1 gave it back some other way
+    b.drain()
+    assert _overtaken(b).valid is True

@@ -254,17 +254,20 @@ async def test_purgers_purge_the_backlog_and_publishes_go_through_the_exchange(
 
 @pytest.mark.parametrize(("breaks", "kind"), [((), None),
                                               (("tx-rollback-kept",), "unexpected"),
-                                              (("recover-drops",), "lost-unacked")])
-async def test_rollbacks_and_recovers(tmp_path: Path, breaks: tuple[str, ...],
-                                      kind: str | None) -> None:
+                                              (("recover-drops",), "lost-unacked"),
+                                              (("no-requeue-on-close",), "lost-unacked")])
+async def test_rollbacks_recovers_and_leavers(tmp_path: Path, breaks: tuple[str, ...],
+                                              kind: str | None) -> None:
     """Every second transaction is rolled back (its messages recorded as never
-    published) and the recoverer answers every third delivery with basic.recover (it
-    comes again, redelivered): valid on a correct node; on a node that keeps rolled-back
-    publishes, or drops what a recover should give back, the checker says so."""
+    published), the recoverer answers every third delivery with basic.recover and the
+    leaver closes its connection at every tenth, holding it (both must come again,
+    redelivered): valid on a correct node; on a node that keeps rolled-back publishes,
+    or drops what a recover or a close should give back, the checker says so (one node:
+    no promotion ever gives back what a close kept)."""
     node = NodeProcess(NODE, tmp_path / NODE,
                        extra_args=[arg for name in breaks for arg in ("--break", name)])
     spec = WorkloadSpec(publishers=0, tx_publishers=1, tx_rollback_every=2, consumers=0,
-                        recoverers=1, rate=100, tx_batch=3)
+                        recoverers=1, leavers=1, rate=100, tx_batch=3)
     try:
         node.start()
         with writer(tmp_path, spec) as history:
@@ -277,12 +280,28 @@ async def test_rollbacks_and_recovers(tmp_path: Path, breaks: tuple[str, ...],
     assert len(rolled_back) >= 6 and len(committed) >= 6
     recovers = [e for e in events if e["process"] == "v1" and e["op"] == "recover"]
     assert len(recovers) >= 2 and all(e["type"] == "ok" for e in recovers)
+    leaves = [e for e in events if e["process"] == "l1" and e["op"] == "disconnect"]
+    assert len(leaves) >= 2 and all(e["type"] == "ok" for e in leaves)
     result = check(read_history(tmp_path / "history.jsonl"))
     kinds = {v.kind for v in result.violations}
     if kind is None:
         delivered = [e for e in events if e["op"] in ("deliver", "get") and "msg" in e]
         assert not rolled_back & {e["msg"] for e in delivered}
         assert any(e["redelivered"] for e in delivered if e["process"] == "v1")
+        held: dict[str, int] = {}  # what l1 held when it left -> where l1 got it
+        holding: dict[str, int] = {}
+        for i, e in enumerate(events):
+            if e["process"] == "l1" and e["op"] == "deliver":
+                holding[e["msg"]] = i
+            elif e["process"] == "l1" and e["op"] == "ack" and e["type"] == "ok":
+                holding.pop(e["msg"], None)
+            elif e["process"] == "l1" and e["op"] == "disconnect":
+                held.update(holding)
+                holding.clear()
+        assert held
+        for msg, got in held.items():  # each came again
+            assert any(e.get("msg") == msg for e in events[got + 1:]
+                       if e["op"] in ("deliver", "get")), msg
         assert result.valid is True, (result.error, result.violations)
     else:
         assert result.valid is False and kind in kinds, kinds
