@@ -99,18 +99,24 @@ def test_a_message_a_split_brain_may_have_lost_is_a_caveat() -> None:
     assert excused(result, "partition-split-brain") == ["p1-0"]
 
 
-def _given_back(back_at: float | None, *, how: str = "disconnect",
-                fault_until: float | None = None) -> HistoryBuilder:
-    """p1-0 .. p1-20 published at t=0; leaver l1 gets p1-0 at 0.5 and gives it back
-    unsettled at 1.0 (``how``: its own close, a lost connection, or a recover); c1 gets
-    p1-1 .. p1-20 one every 1.5 s from 1.5; p1-0 comes again at ``back_at`` (in the
-    drain if None)."""
+def _l1_holding_p1_0() -> HistoryBuilder:
+    """c1 and l1 consume; p1-0 .. p1-20 published at t=0; l1 gets p1-0 at 0.5."""
     b = builder()
     b.consume("c1", prefetch=5)
     b.consume("l1", prefetch=5)
     for n in range(LATER + 1):
         b.publish(f"p1-{n}")
     b.at(0.5).deliver("p1-0", consumer="l1")
+    return b
+
+
+def _given_back(back_at: float | None, *, how: str = "disconnect",
+                fault_until: float | None = None) -> HistoryBuilder:
+    """`_l1_holding_p1_0`, then l1 gives p1-0 back unsettled at 1.0 (``how``: its own
+    close, a lost connection, or a recover); c1 gets
+    p1-1 .. p1-20 one every 1.5 s from 1.5; p1-0 comes again at ``back_at`` (in the
+    drain if None)."""
+    b = _l1_holding_p1_0()
     if fault_until is not None:
         started = b.at(0.8).fault("kill", ["n2"])
     b.at(1.0)
@@ -161,12 +167,7 @@ def test_a_delivery_given_back_while_a_fault_lasts_counts_from_its_end() -> None
 def test_a_delivery_that_came_again_before_its_receiver_left_is_not_given_back_twice() -> None:
     """The broker requeued l1's delivery as the close began and c1 got it before l1
     recorded its disconnect: l1 no longer held it when it left."""
-    b = builder()
-    b.consume("c1", prefetch=5)
-    b.consume("l1", prefetch=5)
-    for n in range(LATER + 1):
-        b.publish(f"p1-{n}")
-    b.at(0.5).deliver("p1-0", consumer="l1")
+    b = _l1_holding_p1_0()
     b.at(0.9).deliver("p1-0", consumer="c1", redelivered=True)  # held by c1 to the end
     b.at(1.0).disconnect("l1")
     for n in range(1, LATER + 1):
