@@ -31,6 +31,11 @@ class Breakage:
 CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
     Breakage("early-confirm", "confirms wait for this node's disk only, not the mirrors",
              ("lost",), "master killed just after confirming"),
+    Breakage("confirm-one-mirror",
+             "a confirm (or tx.commit-ok) is sent once any one other replica has the "
+             "message, not every one", ("lost",),
+             "every link into the youngest mirror black-holed, then the master and its "
+             "eldest mirror killed at once (the youngest is promoted)"),
     Breakage("early-tx-commit",
              "tx.commit-ok is sent before every mirror has the transaction's messages",
              ("lost",), "master killed just after a commit"),
@@ -197,6 +202,7 @@ class Breaks:
     underscores), read where the guarantee is implemented."""
 
     early_confirm: bool = False
+    confirm_one_mirror: bool = False
     early_tx_commit: bool = False
     confirm_waits_for_dead: bool = False
     youngest_promoted: bool = False

@@ -17,12 +17,13 @@ class ConfirmWait:
     a publish that no replica ever confirmed and no local one holds is nacked.
     """
 
-    __slots__ = ("confirmed", "local", "outstanding")
+    __slots__ = ("any_one", "confirmed", "local", "outstanding")
 
-    def __init__(self) -> None:
+    def __init__(self, *, any_one: bool = False) -> None:
         self.outstanding: set[ReplicaRef] = set()
         self.confirmed = 0
         self.local = False
+        self.any_one = any_one  # planted bug confirm-one-mirror: the first confirm does
 
     @property
     def done(self) -> bool:
@@ -36,6 +37,8 @@ class ConfirmWait:
         if replica in self.outstanding:
             self.outstanding.discard(replica)
             self.confirmed += 1
+            if self.any_one:
+                self.outstanding.clear()
 
     def lost(self, node: str) -> None:
         self.outstanding = {r for r in self.outstanding if r[1] != node}

@@ -608,7 +608,7 @@ class Coordinator:
     # -- publishes and confirms ---------------------------------------------------------
 
     def wait_for(self, sender: str, pubid: int) -> ConfirmWait:
-        wait = self.waits[sender][pubid] = ConfirmWait()
+        wait = self.waits[sender][pubid] = ConfirmWait(any_one=self.breaks.confirm_one_mirror)
         return wait
 
     def forget_channel(self, sender: str) -> None:

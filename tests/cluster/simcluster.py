@@ -71,10 +71,14 @@ class SimCluster:
                 if peer in self.alive:
                     self.links[(name, peer)].append(encode(envelope))
 
+    def busy(self) -> list[tuple[str, str]]:
+        """The links with messages in flight."""
+        self._collect()
+        return [pair for pair, queue in self.links.items() if queue]
+
     def step(self) -> bool:
         """Move one message on a random busy link; False when nothing is in flight."""
-        self._collect()
-        busy = [pair for pair, queue in self.links.items() if queue]
+        busy = self.busy()
         if not busy:
             return False
         self.move(*self.rng.choice(busy))

@@ -150,6 +150,23 @@ def test_break_early_confirm() -> None:
         assert bool(confirmed - set(bodies(drain(sim, "n2")))) is lost
 
 
+def test_break_confirm_one_mirror() -> None:
+    """The publishes reach the master and its eldest mirror, not yet the youngest: no
+    confirm may go out. Broken, they are confirmed, and lost when the youngest is the
+    one replica left."""
+    for breaks, confirmed_early in (((), False), (("confirm-one-mirror",), True)):
+        sim = mirrored_queue(6, *breaks)
+        publisher = publish(sim, "n1", 5, confirm=True, pump=False)
+        while busy := [pair for pair in sim.busy() if "n3" not in pair]:
+            sim.move(*busy[0])
+        confirmed = {f"m{tag - 1}".encode() for tag in confirmed_tags(publisher)}
+        assert bool(confirmed) is confirmed_early
+        sim.kill("n1")
+        sim.kill("n2")
+        sim.pump()
+        assert not confirmed & set(bodies(drain(sim, "n3")))  # none of them survives
+
+
 def test_break_early_tx_commit() -> None:
     for breaks, committed_early in (((), False), (("early-tx-commit",), True)):
         sim = mirrored_queue(2, *breaks)
