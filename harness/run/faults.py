@@ -19,6 +19,7 @@ from harness.scenarios.nemesis import (
     POLICY_NODES,
     SETTLED_STATE,
     SYMBOLIC,
+    TO_YOUNGEST,
 )
 
 # nemesis op -> the fault kind the checker knows it by (a degrade is named by its toxic)
@@ -97,11 +98,13 @@ class RecordedNemesis:
     # -- what an op is about ---------------------------------------------------------
 
     def _resolve(self, op: Op) -> Op:
-        """``master``/``mirror`` in ``nodes``, ``node``, ``from`` and ``to`` become the
-        node they name now, as do ``master``/``mirror``/``youngest`` in a set-policy's
-        ``ha-params`` list (of the step's ``queue``, by default the first); degrade
+        """``master``/``mirror`` in ``nodes`` (alone or in a list), ``node``, ``from``
+        and ``to`` become the node they name now, as do ``master``/``mirror``/``youngest``
+        in a set-policy's ``ha-params`` list (of the step's ``queue``, by default the
+        first); degrade
         ``links`` ``master-out``, the node links from the master now (what carries its
-        replication to the mirrors)."""
+        replication to the mirrors); ``master-to-youngest`` the one link from the master
+        to its youngest mirror; ``to-youngest`` every node link into that mirror."""
         if not isinstance(op.value, dict):
             return op
         value = dict(op.value)
@@ -109,6 +112,8 @@ class RecordedNemesis:
             if value.get(key) in SYMBOLIC:
                 node = self.locate(value[key])
                 value[key] = [node] if key == "nodes" else node
+        if isinstance(value.get("nodes"), list):
+            value["nodes"] = [self.locate(n) if n in SYMBOLIC else n for n in value["nodes"]]
         definition = value.get("definition")
         if op.f == "set-policy" and isinstance(definition, dict) and isinstance(
                 definition.get("ha-params"), list):
@@ -123,6 +128,10 @@ class RecordedNemesis:
         elif op.f == "degrade" and value.get("links") == MASTER_TO_YOUNGEST:
             master = self.locate("master")
             value["links"] = [self.topology.node_link(master, self.locate("youngest")).name]
+        elif op.f == "degrade" and value.get("links") == TO_YOUNGEST:
+            youngest = self.locate("youngest")
+            value["links"] = [self.topology.node_link(node, youngest).name
+                              for node in self.nodes if node != youngest]
         return replace(op, value=value)
 
     def _kind(self, op: Op) -> str:

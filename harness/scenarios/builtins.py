@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from harness.scenarios.model import NemesisSpec, Phases, Scenario
-from harness.scenarios.nemesis import MASTER_TO_YOUNGEST, SETTLED_STATE
+from harness.scenarios.nemesis import MASTER_TO_YOUNGEST, SETTLED_STATE, TO_YOUNGEST
 from harness.workload.spec import WorkloadSpec
 
 _PUBLISH_ONLY = WorkloadSpec(publishers=3, consumers=0)  # confirms, then the final drain
@@ -46,6 +46,10 @@ _OPS = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers=2,
                     leavers=1, purgers=1, purge_interval=2.0, exchange="mirrorchaos.direct",
                     rate=60.0, prefetch=5, ack_delay=0.2, client_nodes="spread",
                     reconnect="next")
+# Publishers and consumers on every node, for a confirm that must span every replica.
+_REPLICAS = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers=3,
+                         consumers=2, rate=60.0, prefetch=5, ack_delay=0.2,
+                         client_nodes="spread", reconnect="next")
 _PROMOTE_POLICY = {"ha-mode": "all", "ha-sync-mode": "manual",
                    "ha-promote-on-failure": "when-synced"}
 _ISOLATE_MASTER = {"kind": "isolate", "node": "master", "mode": "black-hole"}
@@ -76,6 +80,16 @@ _DROP = 0.6
 def _drop_cut_and_kill(at: float) -> list[dict[str, object]]:
     return [_step(at, "degrade", {"toxic": "timeout", "links": MASTER_TO_YOUNGEST}),
             *_cut_and_kill(at + _DROP)]
+
+
+def _youngest_left_behind(at: float) -> list[dict[str, object]]:
+    """Every node link into the youngest mirror black-holed (for less than failure
+    detection: the publishes and the broadcasts reach the master and the eldest mirror,
+    not the youngest), then the master and the eldest mirror killed at once: the
+    youngest is the one replica left, and must hold every message that was confirmed."""
+    return [_step(at, "degrade", {"toxic": "timeout", "links": TO_YOUNGEST}),
+            _step(at + _DROP, "kill", {"nodes": ["master", "mirror"]}),
+            _step(at + 3.0, "heal")]
 
 
 def _last_replica(at: float) -> list[dict[str, object]]:
@@ -277,6 +291,17 @@ DETECTION: tuple[Scenario, ...] = (
                      **_PROMOTE_POLICY, "ha-mode": "nodes", "ha-params": ["mirror", "youngest"]}}),
                  _step(21.5, "heal")]}),
              phases=Phases(warmup=3.0, faults=23.0, recovery=6.0, promotion_drain=True)),
+    Scenario("gauntlet-replicas", "a confirm must span every replica: every link into "
+             "the youngest mirror black-holed, then the master and its eldest mirror "
+             "killed at once, three times (autoheal: the lone youngest mirror is promoted "
+             "and must hold every confirmed message; ha-sync-mode automatic synchronises "
+             "the restarted nodes between the rounds); then a drain by promotion",
+             partition_handling="autoheal",
+             policy={"ha-mode": "all", "ha-sync-mode": "automatic"}, workload=_REPLICAS,
+             nemesis=NemesisSpec("sequence", options={"steps": [
+                 *_youngest_left_behind(0.0), *_youngest_left_behind(8.0),
+                 *_youngest_left_behind(16.0)]}),
+             phases=Phases(warmup=3.0, faults=22.0, recovery=6.0, promotion_drain=True)),
     Scenario("gauntlet-ops", "the master's other broadcasts and the cluster's metadata: "
              "a queue nobody consumes purged every 2 s (what a purge removed must never "
              "come back, also not from a mirror promoted later), every publish routed "

@@ -35,6 +35,9 @@ MASTER_OUT = "master-out"  # degrade links: the node links from the master when 
 # degrade links: the one node link from the master to its youngest mirror, when invoked
 # (what the master sends that node's consumers, not its broadcasts to the eldest mirror)
 MASTER_TO_YOUNGEST = "master-to-youngest"
+# degrade links: every node link into the queue's youngest mirror, when invoked (the
+# master's publishes and the eldest mirror's broadcasts alike: it falls behind)
+TO_YOUNGEST = "to-youngest"
 # not a fault: record every node's view once they agree again (harness.run.cluster_state)
 SETTLED_STATE = "cluster-state"
 _PROCESS = ("kill", "stop", "pause", "power-loss")
@@ -126,10 +129,11 @@ def _cycle_op(scenario: Scenario) -> Op:
         if stream not in STREAMS:
             raise PlanError(f"stream must be one of {sorted(STREAMS)}, got {stream!r}")
         links = options.get("links", "all")
-        if (links not in ("nodes", "clients", "all", MASTER_OUT, MASTER_TO_YOUNGEST)
+        if (links not in ("nodes", "clients", "all", MASTER_OUT, MASTER_TO_YOUNGEST,
+                          TO_YOUNGEST)
                 and not isinstance(links, list)):
             raise PlanError(f"links must be nodes, clients, all, {MASTER_OUT}, "
-                            f"{MASTER_TO_YOUNGEST} or a list, "
+                            f"{MASTER_TO_YOUNGEST}, {TO_YOUNGEST} or a list, "
                             f"got {links!r}")
         return Op("degrade", {"toxic": toxic, "stream": stream, "links": links,
                               "attributes": dict(options.get("attributes", {})),

@@ -248,3 +248,27 @@ def test_a_black_hole_from_the_master_to_its_youngest_mirror_holds_only_that_nod
     finally:
         connection.close()
     cluster.wait_formed()
+
+
+def test_a_black_hole_into_the_youngest_mirror_leaves_it_behind(
+        cluster: LiveCluster, tmp_path: Path) -> None:
+    """``links: "to-youngest"``: the master's publishes and the eldest mirror's
+    broadcasts reach the eldest mirror, not the youngest."""
+    nodes = access(cluster)
+    declare_mirrored(nodes, "n1", "ha.behind")
+    publish_one(nodes["n1"], "ha.behind", b"before")
+    wait_until(lambda: copies(nodes, "ha.behind") == {"n1": 1, "n2": 1, "n3": 1},
+               "the first message on every replica")
+    roles = {"master": "n1", "youngest": "n3"}
+    with history(cluster, tmp_path / "history.jsonl") as writer:
+        nemesis = RecordedNemesis(LinkNemesis(cluster.client, cluster.topology), writer,
+                                  lambda which: roles.get(which, "n2"), cluster.topology,
+                                  cluster.names, ActiveFaults())
+        done = nemesis.invoke(Op("degrade", {"toxic": "timeout", "links": "to-youngest"}))
+        assert done.type == "ok" and done.value["links"] == ["link:n1->n3", "link:n2->n3"]
+        publish_one(nodes["n1"], "ha.behind", b"held")
+        wait_until(lambda: copies(nodes, "ha.behind")["n2"] == 2,
+                   "the eldest mirror takes in the message")
+        assert copies(nodes, "ha.behind")["n3"] == 1
+        assert nemesis.invoke(Op("heal")).type == "ok"
+    cluster.wait_formed()
