@@ -29,6 +29,7 @@ from typing import Any
 import psutil
 
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
+_SIG_DFL = 0  # signal(2): the default disposition
 TASK_FILE = "task.json"
 LOG_FILE = "run.log"
 # what the task saw; the verdict itself is the run's results.json
@@ -118,8 +119,12 @@ def run_task(task: RunTask) -> TaskRecord:
 def _interrupt_when_orphaned() -> None:
     """In the run's process, before it starts: SIGINT when the task's worker dies (a
     campaign stopped by its driver takes its workers down without a word), so that the
-    run winds its cluster down and stores its history rather than going on alone."""
+    run winds its cluster down and stores its history rather than going on alone.
+    SIGINT goes back to its default first: a campaign started in the background
+    (`nohup ... &`, a shell without job control) has it ignored, and the run would
+    inherit that and never hear of the worker's death."""
     libc = ctypes.CDLL(None, use_errno=True)
+    libc.signal(signal.SIGINT, _SIG_DFL)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGINT)
 
 

@@ -71,11 +71,13 @@ def test_a_run_whose_worker_dies_winds_its_cluster_down_and_stores_its_history(
     tmp_path: Path,
 ) -> None:
     """A stopped campaign takes its Spark workers down without a word: the run they
-    started is interrupted rather than left going on alone."""
+    started is interrupted rather than left going on alone. The worker ignores SIGINT,
+    as one of a campaign started in the background (`nohup ... &`) does."""
     task = RunTask(0, "smoke", 4343, "process", 600.0, str(tmp_path / "000-seed4343"),
                    timeout=900.0, kill_grace=20.0)
     worker = subprocess.Popen([sys.executable, "-c", (
-        "import sys; from reports.soak.task import RunTask, run_task; "
+        "import signal; from reports.soak.task import RunTask, run_task; "
+        "signal.signal(signal.SIGINT, signal.SIG_IGN); "
         f"run_task(RunTask(*{dataclasses.astuple(task)!r}))")], cwd=ROOT)
     try:
         wait_for(lambda: any("cluster.node" in p for p in _run_processes(tmp_path)),
