@@ -23,7 +23,7 @@ class ConfirmWait:
         self.outstanding: set[ReplicaRef] = set()
         self.confirmed = 0
         self.local = False
-        self.any_one = any_one  # planted bug confirm-one-mirror: the first confirm does
+        self.any_one = any_one  # planted bug confirm-one-mirror: one confirm is enough
 
     @property
     def done(self) -> bool:

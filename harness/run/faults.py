@@ -108,12 +108,13 @@ class RecordedNemesis:
         if not isinstance(op.value, dict):
             return op
         value = dict(op.value)
-        for key in ("nodes", "node", "from", "to"):
+        for key in ("node", "from", "to"):
             if value.get(key) in SYMBOLIC:
-                node = self.locate(value[key])
-                value[key] = [node] if key == "nodes" else node
-        if isinstance(value.get("nodes"), list):
-            value["nodes"] = [self.locate(n) if n in SYMBOLIC else n for n in value["nodes"]]
+                value[key] = self.locate(value[key])
+        nodes = value.get("nodes")
+        if isinstance(nodes, list) or nodes in SYMBOLIC:
+            value["nodes"] = [self.locate(n) if n in SYMBOLIC else n
+                              for n in (nodes if isinstance(nodes, list) else [nodes])]
         definition = value.get("definition")
         if op.f == "set-policy" and isinstance(definition, dict) and isinstance(
                 definition.get("ha-params"), list):
