@@ -305,14 +305,17 @@ class Node:
 
     async def _await_cluster_metadata(self, coordinator: Coordinator) -> None:
         """Wait for every running peer's metadata, for at most the time it takes to
-        decide a silent peer is down."""
+        decide a silent peer is down; for a peer whose app has yet to start (it holds
+        a better copy of a queue recovered here), as long as for a peer at boot."""
         settled = asyncio.Event()
         coordinator.on_settled = settled.set
         if coordinator.awaiting:
             cluster = self.settings.cluster
-            assert cluster is not None
+            assert cluster is not None and self.peers is not None
+            starting = coordinator.awaiting - set(self.peers.detector.running())
+            timeout = self.settings.peer_wait if starting else cluster.tick * cluster.count
             try:
-                await asyncio.wait_for(settled.wait(), cluster.tick * cluster.count)
+                await asyncio.wait_for(settled.wait(), timeout)
             except TimeoutError:
                 self.events.emit("cluster_wait_timeout", peers=sorted(coordinator.awaiting))
                 coordinator.stop_waiting()
@@ -327,10 +330,12 @@ class Node:
         for vhost in broker.vhosts.values():
             for name, queue in list(vhost.queues.items()):
                 if isinstance(queue, Queue) and queue.exclusive_owner is None:
-                    vhost.queues[name] = coordinator.restored(queue)
+                    succession = broker.saved_successions.get(vhost.name, {}).get(name, [])
+                    vhost.queues[name] = coordinator.restored(queue, succession)
         detector = self.peers.detector
-        coordinator.join({peer: detector.peers[peer].incarnation or ""
-                          for peer in detector.running()})
+        running = detector.running()
+        coordinator.join({peer: detector.peers[peer].incarnation or "" for peer in running},
+                         frozenset(detector.reachable()) - frozenset(running))
         return coordinator
 
     def _apply_definitions(self, broker: Broker) -> None:

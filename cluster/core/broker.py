@@ -85,6 +85,9 @@ class Broker:
         self.alarm = False
         # Set by cluster.ha.Coordinator when the node is part of a cluster.
         self.cluster: Coordinator | None = None
+        # Per vhost and queue, the succession the definitions file was loaded with
+        # (`Coordinator.successions`), kept in the file until a coordinator saves anew.
+        self.saved_successions: dict[str, dict[str, list[str]]] = {}
         self.add_vhost("/")
 
     # -- setup --------------------------------------------------------------------------
@@ -306,7 +309,10 @@ class Broker:
 
     def save_definitions(self) -> None:
         if self._save_definitions is not None:
-            self._save_definitions(self.to_definitions())
+            definitions = self.to_definitions()
+            definitions["successions"] = (self.cluster.successions() if self.cluster
+                                          else self.saved_successions)
+            self._save_definitions(definitions)
 
     def to_definitions(self) -> dict[str, Any]:
         return {
@@ -317,6 +323,7 @@ class Broker:
 
     def load_definitions(self, definitions: dict[str, Any]) -> None:
         self.users.load_definitions(definitions)
+        self.saved_successions = definitions.get("successions", {})
         for name, content in definitions.get("vhosts", {}).items():
             vhost = self.add_vhost(name)
             for exchange in content.get("exchanges", []):

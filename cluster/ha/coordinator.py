@@ -85,6 +85,9 @@ class Coordinator:
         # Running peers whose metadata has not arrived since this app started; until it
         # has, queues recovered here are provisional.
         self.awaiting: set[str] = set()
+        # Per queue recovered here and not yet settled: its saved succession (whose
+        # copy is trusted first after a full-cluster crash, `QueueRecord.succession`).
+        self._succession: dict[Key, list[str]] = {}
         self.on_settled: Callable[[], None] | None = None
         broker.cluster = self
 
@@ -147,6 +150,8 @@ class Coordinator:
 
     def write_record(self, record: QueueRecord) -> None:
         self._broadcast_meta([self.meta.put(record.key, record.to_json())])
+        if record.durable:
+            self.broker.save_definitions()  # its succession, before anything relies on it
 
     def _received_meta(self, peer: str, fields: dict[str, Any], payload: bytes) -> None:
         news = []
@@ -170,12 +175,17 @@ class Coordinator:
             if not self.awaiting:
                 self.stop_waiting()
 
-    def join(self, running: dict[str, str]) -> None:
-        """The app starts while these peers run: exchange metadata with each, and settle
-        the queues recovered here once all of theirs has arrived."""
+    def join(self, running: dict[str, str], starting: frozenset[str] = frozenset()) -> None:
+        """The app starts while these peers run and those in ``starting`` are up with
+        their apps still to start: exchange metadata with each running peer, and settle
+        the queues recovered here once all of theirs has arrived, and that of every
+        starting peer whose copy of one of them comes before ours in its succession
+        (the whole cluster crashed: the master's copy, not a mirror's, is the queue)."""
         for peer, incarnation in running.items():
             self.peer_up(peer, incarnation)
-        self.awaiting = set(running)
+        ahead = {node for succession in self._succession.values()
+                 for node in succession[:self._place(succession)]}
+        self.awaiting = set(running) | (ahead & starting)
         if not self.awaiting:
             self.stop_waiting()
 
@@ -263,16 +273,37 @@ class Coordinator:
         self.broker.events.emit("queue_master", vhost=vhost, queue=name, member=self.me,
                                 provisional=provisional)
         if provisional:
-            self.meta.put_provisional(record.key, record.to_json())
+            place = self._place(self._succession[record.key])
+            self.meta.put_provisional(record.key, record.to_json(), place)
         else:
             self.write_record(record)
             self._place_mirrors(queue)
         return queue
 
-    def restored(self, copy: Queue) -> ClusterQueue:
-        """A durable queue recovered from this node's store at start-up. Its record is
-        provisional: the cluster's record, if any peer has one, wins over it."""
+    def restored(self, copy: Queue, succession: list[str]) -> ClusterQueue:
+        """A durable queue recovered from this node's store at start-up, with its
+        succession as last saved here (empty if unknown). Its record is provisional:
+        the cluster's record, if any peer has one, wins over it, and so does another
+        recovered copy that comes before ours in the succession."""
+        self._succession[queue_key(copy.vhost, copy.name)] = succession
         return self._start_master(copy.vhost, copy.name, copy, provisional=True)
+
+    def _place(self, succession: list[str]) -> int:
+        """Our copy's place in a saved succession; unknown comes after every node."""
+        return succession.index(self.node) if self.node in succession else len(self.peers) + 1
+
+    def successions(self) -> dict[str, dict[str, list[str]]]:
+        """Per vhost and durable queue, the succession of its record, saved with the
+        definitions; a queue recovered and not yet settled keeps the one it was saved
+        with (its record is only our claim)."""
+        saved: dict[str, dict[str, list[str]]] = defaultdict(dict)
+        for queue in self._queues():
+            if queue.durable:
+                key = queue.record.key
+                saved[queue.vhost][queue.name] = (
+                    self._succession[key] if self.meta.is_provisional(key)
+                    else queue.record.succession())
+        return dict(saved)
 
     def _settle_provisional(self) -> None:
         """A peer's metadata has arrived: queues recovered here that the cluster knows
@@ -281,6 +312,7 @@ class Coordinator:
             if queue.is_master and self.meta.is_provisional(queue.record.key):
                 self.write_record(queue.record)
                 self._place_mirrors(queue)
+        self._succession.clear()
 
     def new_copy(self, queue: ClusterQueue) -> Queue:
         host = self.broker.vhosts[queue.vhost]

@@ -69,6 +69,13 @@ class QueueRecord:
     def nodes(self) -> list[str]:
         return [node_of(m) for m in self.view.members]
 
+    def succession(self) -> list[str]:
+        """Nodes in the order their copies are trusted after a crash of the whole
+        cluster: the master's, then the synchronised mirrors', then the rest's (partial)."""
+        synced = [m for m in self.mirrors if m in self.synced]
+        partial = [m for m in self.mirrors if m not in self.synced]
+        return [node_of(m) for m in (self.master, *synced, *partial)]
+
     def member_on(self, node: str) -> Member | None:
         for member in self.view.members:
             if node_of(member) == node:

@@ -68,16 +68,18 @@ class Replica:
     def delete(self, key: Key) -> Update:
         return self._write(key, None)
 
-    def put_provisional(self, key: Key, value: dict[str, Any]) -> Update:
-        """A write at clock 0: what this replica believes until it hears otherwise; any
-        other replica's write to the key wins over it."""
-        update = Update(key, dict(value), Version(0, self.node))
+    def put_provisional(self, key: Key, value: dict[str, Any], place: int = 0) -> Update:
+        """What this replica believes until it hears otherwise: any other replica's
+        real write to the key wins over it. Provisional writes of the key by several
+        replicas rank by ``place`` (0 first), as clock ``-place``, below every real write."""
+        update = Update(key, dict(value), Version(-place, self.node))
         self._records[key] = update
         return update
 
     def is_provisional(self, key: Key) -> bool:
         update = self._records.get(key)
-        return update is not None and update.version == Version(0, self.node)
+        return (update is not None and update.version.node == self.node
+                and update.version.clock <= 0)
 
     def _write(self, key: Key, value: dict[str, Any] | None) -> Update:
         self.clock += 1

@@ -110,13 +110,23 @@ class SimCluster:
             self.coordinators[other].peer_down(node)
             self.brokers[other].after_input()
 
+    def power_loss(self) -> None:
+        """Every node dies at once: none hears of another's death."""
+        self.alive.clear()
+        for queue in self.links.values():
+            queue.clear()
+
     def restart(self, node: str, *, seen_by: list[str] | None = None,
-                pump: bool = True) -> None:
+                starting: tuple[str, ...] = (), pump: bool = True) -> None:
         """Start a killed node again, as a new incarnation holding what its store would
         have recovered: every message its replica of each durable queue held (acked or
-        not, as the store cannot tell an ack that was not yet written). Only the peers
-        in ``seen_by`` (default all) notice it now; tell the others later with `seen`."""
+        not, as the store cannot tell an ack that was not yet written), and each
+        queue's succession as its definitions file last saved it. Only the peers in
+        ``seen_by`` (default all) notice it now; tell the others later with `seen`.
+        ``starting`` are killed peers it sees up, their apps yet to start (the whole
+        cluster restarts), which `restart` starts later."""
         old = self.brokers[node]
+        successions = self.coordinators[node].successions()
         incarnation = self.incarnations[node] = f"{self.incarnations[node]}+"
         broker = self.brokers[node] = self._broker(node, incarnation)
         peers = [p for p in self.brokers if p != node]
@@ -130,11 +140,13 @@ class SimCluster:
                 recovered = Queue(vhost.name, name, durable=True, arguments=queue.arguments,
                                   requeue_at_tail=self.breaks.requeue_at_tail)
                 recovered.restore((e.seq, e.message) for e in copy.held(0, copy.next_seq))
-                host.add_queue(coordinator.restored(recovered))
+                succession = successions.get(vhost.name, {}).get(name, [])
+                host.add_queue(coordinator.restored(recovered, succession))
         self.alive.add(node)
         for other in self.alive - {node} if seen_by is None else seen_by:
             self.seen(other, node)
-        coordinator.join({other: self.incarnations[other] for other in self.alive - {node}})
+        coordinator.join({other: self.incarnations[other] for other in self.alive - {node}},
+                         frozenset(starting))
         if pump:
             self.pump()
 

@@ -85,3 +85,16 @@ def test_a_provisional_write_loses_to_any_other_replicas_write() -> None:
     assert restarted.get(key) == {"master": "n1"} and not restarted.is_provisional(key)
     # and the other way round: the provisional write never replaces a real one
     assert not cluster.apply(Update(key, {"master": "n2"}, Version(0, "n2")))
+
+
+def test_provisional_writes_rank_by_place_and_every_real_write_beats_them() -> None:
+    mirror, master, other = Replica("n3"), Replica("n1"), Replica("n2")
+    key = ("queue", "/", "q")
+    partial = mirror.put_provisional(key, {"master": "n3"}, place=2)
+    first = master.put_provisional(key, {"master": "n1"}, place=0)
+    assert mirror.is_provisional(key) and master.is_provisional(key)
+    assert not master.apply(partial) and master.is_provisional(key)
+    assert mirror.apply(first)
+    assert mirror.get(key) == {"master": "n1"} and not mirror.is_provisional(key)
+    real = other.put(key, {"master": "n2"})
+    assert master.apply(real) and not master.is_provisional(key)
