@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -75,6 +76,11 @@ class NodeProcess:
     lazyfs: bool = False
     process: subprocess.Popen[bytes] | None = None
     disk: LazyMount | None = field(default=None, init=False)
+    # Set by `close`: the node's cluster is going away, and no process may start for it
+    # any more (a start under way in another thread, e.g. `start_all`'s, included).
+    closed: bool = field(default=False, init=False)
+    _starting: threading.Lock = field(default_factory=threading.Lock, init=False,
+                                      repr=False)
 
     def __post_init__(self) -> None:
         if self.lazyfs:
@@ -124,14 +130,24 @@ class NodeProcess:
                 self.disk.start(timeout)
             except LazyFSError as exc:
                 raise NodeStartError(f"node {self.name}: {exc}") from exc
-        with self.log_path.open("ab") as log:
-            # A session of its own: a Ctrl-C on the terminal reaches only our process,
-            # which then stops the node in order.
-            self.process = subprocess.Popen(
-                self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
-            )
+        with self._starting:
+            if self.closed:
+                raise NodeStartError(f"node {self.name}: not started, its cluster is stopping")
+            with self.log_path.open("ab") as log:
+                # A session of its own: a Ctrl-C on the terminal reaches only our
+                # process, which then stops the node in order.
+                self.process = subprocess.Popen(
+                    self.command(), stdout=log, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                    start_new_session=True,
+                )
         self.wait_ready(timeout)
+
+    def close(self) -> None:
+        """No process starts for this node from now on; one that is starting in another
+        thread has its process by the time this returns, so stopping it reaches it."""
+        with self._starting:
+            self.closed = True
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -107,6 +107,9 @@ class ProcessCluster(ClusterBase):
         ledger.leave(self.spec.run_id)
 
     def _stop(self) -> None:
+        for process in self.processes.values():
+            # A Ctrl-C can land while `start_all` starts them; no start may follow ours.
+            process.close()
         for node in self.processes:
             # A stopped process cannot act on SIGTERM until it runs again.
             if self._control.state(node) is ProcessState.PAUSED:

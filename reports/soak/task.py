@@ -31,6 +31,7 @@ import psutil
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 _SIG_DFL = 0  # signal(2): the default disposition
 TASK_FILE = "task.json"
+TMP_DIR = "tmp"  # the run's TMPDIR, in its task directory
 LOG_FILE = "run.log"
 # what the task saw; the verdict itself is the run's results.json
 STATUSES = ("done", "timeout", "harness-failure", "bad-input", "crashed", "error")
@@ -80,7 +81,7 @@ def run_task(task: RunTask) -> TaskRecord:
         with (task_dir / LOG_FILE).open("wb") as log:
             # the run's temporary files (its nodes' data directories) stay in its
             # directory, and every process it starts can be told apart by its TMPDIR
-            tmp = task_dir / "tmp"
+            tmp = task_dir / TMP_DIR
             tmp.mkdir(exist_ok=True)
             process = subprocess.Popen(task.command(), stdin=subprocess.DEVNULL, stdout=log,
                                        stderr=subprocess.STDOUT, start_new_session=True,
@@ -98,6 +99,8 @@ def run_task(task: RunTask) -> TaskRecord:
             except BaseException:  # the campaign is interrupted: so is its run
                 _stop(process, task.kill_grace)
                 raise
+            finally:
+                _end_strays(tmp)
     except Exception as exc:  # the record must still be made
         error = f"{type(exc).__name__}: {exc}"
     run_dir = _run_dir(task_dir, task.seed)
@@ -152,6 +155,19 @@ def _stop(process: subprocess.Popen[bytes], grace: float) -> int | None:
     return code
 
 
+def _end_strays(tmp: Path) -> None:
+    """Kill what the run started and left running however it ended (a node whose start
+    raced the run's own stop is nobody's child any more): every process whose TMPDIR
+    is the run's."""
+    strays = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if Path(proc.environ().get("TMPDIR", "/")).is_relative_to(tmp):
+                proc.kill()
+                strays.append(proc)
+    psutil.wait_procs(strays, timeout=5)
+
+
 def _descendants(pid: int) -> list[psutil.Process]:
     try:
         return list(psutil.Process(pid).children(recursive=True))
@@ -162,7 +178,7 @@ def _descendants(pid: int) -> list[psutil.Process]:
 def _run_dir(task_dir: Path, seed: int) -> Path | None:
     """The run's directory, ``<task_dir>/<scenario>/<timestamp>-seed<N>``."""
     found = sorted(p for p in task_dir.glob(f"*/*-seed{seed}*")
-                   if p.is_dir() and not p.parent.is_symlink())
+                   if p.is_dir() and not p.parent.is_symlink() and p.parent.name != TMP_DIR)
     return found[-1] if found else None
 
 

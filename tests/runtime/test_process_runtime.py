@@ -18,9 +18,9 @@ import pytest
 from faults import ports
 from faults.lazyfs import fuse_unavailable, unmount_under
 from faults.management import Management
-from faults.process import ProcessState
+from faults.process import ProcessControlError, ProcessState
 from harness.ha_cases import wait_for
-from harness.process_node import amqp_answers, http_answers
+from harness.process_node import NodeStartError, amqp_answers, http_answers
 from harness.runtime import ClusterSpec, ClusterStartError, ledger
 from harness.runtime.process import ProcessCluster, ProcessRuntime, stop_recorded
 
@@ -120,6 +120,20 @@ def test_stop_leaves_no_process_or_proxy(tmp_path: Path) -> None:
     for pid in pids:
         assert not psutil.pid_exists(pid)
     assert not base.exists()
+
+
+def test_no_node_starts_once_its_cluster_has_stopped(tmp_path: Path) -> None:
+    """A start racing the stop (`start_all`'s threads when a Ctrl-C lands, a nemesis's
+    heal) must not leave a node running that nothing will stop."""
+    cluster = ProcessRuntime().start(ClusterSpec.of(2, tick=TICK, base_dir=tmp_path))
+    cluster.stop()
+    node = cluster.processes["n1"]
+    with pytest.raises(NodeStartError, match="n1: not started, its cluster is stopping"):
+        node.start()
+    assert not node.running
+    with pytest.raises(ProcessControlError, match="its cluster is stopping"):
+        cluster.process_control().start("n2")
+    assert not cluster.processes["n2"].running
 
 
 def test_the_next_runtime_stops_what_a_sigkilled_harness_left(

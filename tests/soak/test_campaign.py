@@ -104,6 +104,8 @@ def test_a_campaign_on_spark_merges_a_valid_run_and_a_hung_one(spark: Any,
     assert [(r["seed"], r["status"], r["verdict"]) for r in report.runs] == [
         (campaign.tasks[0].seed, "done", "valid"), (hung.seed, "timeout", "unknown")]
     assert [r["replay"] for r in report.failing] == [hung.replay]
+    # its own run directory, not what its cluster left in its TMPDIR
+    assert Path(report.failing[0]["run_dir"]).parent.name == "smoke"
     valid = report.runs[0]
     assert valid["confirmed"] > 0 and valid["history_p99_ms"] is not None
     assert report.latency["overall"]["confirms"] >= valid["confirmed"]
