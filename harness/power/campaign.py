@@ -70,25 +70,39 @@ def run_power(plan: PowerPlan, on_cell: Progress = lambda _matrix, _cell: None,
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
         running = [pool.submit(_pair_cells, plan, target, seed, runner)
                    for target, seed in pairs]
-        for done in as_completed(running):
-            cells, interrupted = done.result()
-            for cell in cells:
-                add(cell)
-            if interrupted:  # the campaign stops with the run; runs under way finish
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise KeyboardInterrupt
+        try:
+            for done in as_completed(running):
+                cells, interrupted = done.result()
+                for cell in cells:
+                    add(cell)
+                if interrupted:
+                    raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            # The campaign stops with the run: no pair starts, runs under way finish
+            # (a Ctrl-C interrupts them too), and no worker outlives the campaign.
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
     return matrix
+
+
+# In a worker process: one of its runs was interrupted, so the pairs handed to it
+# already (the pool queues ahead) are not started.
+_worker_interrupted = False
 
 
 def _pair_cells(plan: PowerPlan, target: str, seed: int,
                 runner: Runner) -> tuple[list[Cell], bool]:
     """One pair's runs in a worker process: its cells, and whether a run was
     interrupted (its cell is kept)."""
+    global _worker_interrupted
     cells: list[Cell] = []
+    if _worker_interrupted:
+        return cells, True
     try:
         for cell in _target_runs(plan, target, seed, runner):
             cells.append(cell)
     except KeyboardInterrupt:
+        _worker_interrupted = True
         return cells, True
     return cells, False
 

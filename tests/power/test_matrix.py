@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -178,3 +180,37 @@ def test_an_interrupted_run_stops_a_campaign_of_several_jobs(tmp_path):
         run_power(plan(tmp_path), lambda _matrix, cell: cells.append(cell), runner=runner,
                   jobs=2)
     assert (CORRECT, "unknown") in {(c.target, c.verdict) for c in cells}
+
+
+class CtrlC(ScriptedRuns):
+    """`ScriptedRuns` as a Ctrl-C on the terminal goes: the campaign's own process is
+    interrupted along with the interrupted runs. Every run is written down in a file
+    with the worker that started it; runs not interrupted take a tenth of a second."""
+
+    def __init__(self, verdicts: dict[tuple[str, str], tuple[bool | str, list[str]]],
+                 log: Path) -> None:
+        super().__init__(verdicts)
+        self.log = log
+
+    def __call__(self, scenario: Scenario, options: RunOptions) -> RunOutcome:
+        outcome = super().__call__(scenario, options)
+        with self.log.open("a", encoding="utf-8") as log:
+            log.write(f"{os.getpid()} {'interrupted' if outcome.interrupted else 'ran'}\n")
+        if outcome.interrupted:
+            os.kill(os.getppid(), signal.SIGINT)
+        else:
+            time.sleep(0.1)
+        return outcome
+
+
+def test_a_ctrl_c_starts_no_more_runs_in_a_worker_whose_run_it_interrupted(tmp_path):
+    log = tmp_path / "runs.log"
+    runner = CtrlC({(CORRECT, "a"): ("interrupted", [])}, log)
+    with pytest.raises(KeyboardInterrupt):
+        run_power(plan(tmp_path), runner=runner, jobs=2)
+    runs = [line.split() for line in log.read_text(encoding="utf-8").splitlines()]
+    interrupted = {pid for pid, what in runs if what == "interrupted"}
+    assert interrupted
+    for worker in interrupted:
+        of_worker = [what for pid, what in runs if pid == worker]
+        assert of_worker.index("interrupted") == len(of_worker) - 1, runs
