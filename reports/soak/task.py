@@ -133,32 +133,24 @@ def _interrupt_when_orphaned() -> None:
 
 def _stop(process: subprocess.Popen[bytes], grace: float) -> int | None:
     """SIGINT to the run's process group (the harness winds its cluster down and stores
-    the run); after ``grace``, SIGKILL to it. Then every process it had started (nodes
-    run in sessions of their own) that is still alive is killed. Returns the exit code
-    if the run ended on the interrupt."""
-    family = _descendants(process.pid)
+    the run); after ``grace``, SIGKILL to it. What it started and left running (nodes
+    run in sessions of their own) is `_end_strays`'s. Returns the exit code if the run
+    ended on the interrupt."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGINT)
-    code: int | None
     try:
-        code = process.wait(timeout=grace)
+        return process.wait(timeout=grace)
     except subprocess.TimeoutExpired:
-        family += _descendants(process.pid)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-        code = None
-    for child in family:
-        with contextlib.suppress(psutil.Error):
-            child.kill()
-    psutil.wait_procs(family, timeout=5)
-    return code
+        return None
 
 
 def _end_strays(tmp: Path) -> None:
-    """Kill what the run started and left running however it ended (a node whose start
-    raced the run's own stop is nobody's child any more): every process whose TMPDIR
-    is the run's."""
+    """Kill what the run started and left running, however it ended (a node in a
+    session of its own, one whose start raced the run's own stop, what a SIGKILLed run
+    left): every process whose TMPDIR is the run's."""
     strays = []
     for proc in psutil.process_iter():
         with contextlib.suppress(psutil.Error):
@@ -166,13 +158,6 @@ def _end_strays(tmp: Path) -> None:
                 proc.kill()
                 strays.append(proc)
     psutil.wait_procs(strays, timeout=5)
-
-
-def _descendants(pid: int) -> list[psutil.Process]:
-    try:
-        return list(psutil.Process(pid).children(recursive=True))
-    except psutil.Error:
-        return []
 
 
 def _run_dir(task_dir: Path, seed: int) -> Path | None:

@@ -11,7 +11,8 @@ import psutil
 
 from reports.soak.task import _end_strays
 
-SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
+# A process that stays up until killed, as a node does.
+LONG_LIVED = [sys.executable, "-c", "import time; time.sleep(120)"]
 
 
 def test_a_process_the_run_left_in_a_session_of_its_own_is_killed_and_no_other(
@@ -20,9 +21,9 @@ def test_a_process_the_run_left_in_a_session_of_its_own_is_killed_and_no_other(
     run_tmp.mkdir(parents=True)
     other_tmp.mkdir()
     # a node started by the run (in a subdirectory of its TMPDIR, as a cluster's is not)
-    stray = subprocess.Popen(SLEEPER, start_new_session=True,
+    stray = subprocess.Popen(LONG_LIVED, start_new_session=True,
                              env={**os.environ, "TMPDIR": str(run_tmp / "cluster")})
-    bystander = subprocess.Popen(SLEEPER, start_new_session=True,
+    bystander = subprocess.Popen(LONG_LIVED, start_new_session=True,
                                  env={**os.environ, "TMPDIR": str(other_tmp)})
     try:
         _end_strays(run_tmp)
