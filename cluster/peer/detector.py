@@ -8,8 +8,13 @@ connection does. A peer that comes back up with the incarnation it had when it w
 down never restarted: we were partitioned from it (or it was paused), as RabbitMQ
 concludes when a node it saw go down reappears without having restarted.
 
-When a peer goes down we ask the peers still up whether they hear it. Each answers
-when it next hears from it (it does) or loses it (it does not). A peer down to us yet
+When a peer goes down we ask the peers still up whether they hear it. Each asked peer
+checks that it is alive *now*: it sends it a probe and answers yes on its reply (it
+does), or no once it loses it (it does not). Its messages prove nothing: a busy node
+reads what a peer sent before it died long after, and taking that for life split a
+cluster in two on a kill of the master (RabbitMQ, too, checks the node live before
+declaring a partial partition). The reply travels on the link behind everything the
+peer sent before, so it cannot be overtaken by stale news. A peer down to us yet
 up to one we see is a *partial* partition, which the node's partition handling turns
 into a pause or a full partition (RabbitMQ's ``rabbit_node_monitor`` does the same);
 once every answer is no, or a failure-detection window has passed, the loss is
@@ -85,6 +90,14 @@ class Ask:
 
 
 @dataclass(frozen=True, slots=True)
+class Probe:
+    """For the links to send: ask ``to`` to reply at once (`FailureDetector.replied`)."""
+
+    to: str
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
 class Heartbeat:
     """For the links to send: our status (whom we hear) to ``to`` now, ahead of
     anything that follows it on the link."""
@@ -103,7 +116,7 @@ class Answer:
 
 PeerEvent = PeerUp | PeerDown | AppStopped | AppStarted
 Event = PeerEvent | PartialPartition | PeerLost
-Output = Event | Heartbeat | Ask | Answer
+Output = Event | Heartbeat | Ask | Answer | Probe
 
 
 @dataclass(slots=True)
@@ -126,8 +139,10 @@ class FailureDetector:
         self.partitions: set[str] = set()
         # Peers down to us -> (the peers yet to say whether they hear it, deadline).
         self._unsettled: dict[str, tuple[set[str], float]] = {}
-        # (asker, peer it lost): answered when we next hear that peer or lose it.
-        self._questions: list[tuple[str, str]] = []
+        # (asker, peer it lost, our probe of that peer): answered yes when the peer
+        # replies to that probe (or a later one), no when we lose the peer.
+        self._questions: list[tuple[str, str, int]] = []
+        self._probes = 0
 
     def heard(self, peer: str, incarnation: str, app_running: bool, hears: Collection[str],
               now: float, outlived_by: Collection[str] | None = None) -> list[Output]:
@@ -155,15 +170,11 @@ class FailureDetector:
             state.app_running = app_running
             if coming_up:
                 outputs += self._up(peer, incarnation)
-        if state.up:
-            outputs += self._answers(peer)
         return outputs
 
-    def message(self, peer: str, now: float) -> list[Output]:
-        """Any other message from the peer: it is still there."""
-        state = self.peers[peer]
-        state.last_heard = now
-        return self._answers(peer) if state.up else []
+    def message(self, peer: str, now: float) -> None:
+        """Any other message from the peer: its link is still alive."""
+        self.peers[peer].last_heard = now
 
     def _up(self, peer: str, incarnation: str) -> list[Output]:
         state = self.peers[peer]
@@ -219,8 +230,9 @@ class FailureDetector:
         state.up = False
         state.app_running = False
         outputs: list[Output] = [PeerDown(peer, reason)]
-        outputs += [Answer(q[0], peer, False) for q in self._questions if q[1] == peer]
-        self._questions = [q for q in self._questions if peer not in q]
+        outputs += [Answer(asker, peer, False) for asker, about, _ in self._questions
+                    if about == peer]
+        self._questions = [q for q in self._questions if peer not in (q[0], q[1])]
         for lost, (waiting, _) in list(self._unsettled.items()):
             if peer in waiting:  # it cannot answer now
                 waiting.discard(peer)
@@ -246,20 +258,24 @@ class FailureDetector:
     # -- partial partitions -------------------------------------------------------------
 
     def asked(self, asker: str, about: str) -> list[Output]:
-        """``asker`` lost ``about``: we answer when we next hear ``about`` or lose it."""
+        """``asker`` lost ``about``: we probe ``about`` and answer when it replies or
+        when we lose it."""
         if not self.peers[asker].up:
             return []
         if about in self.peers and self.peers[about].up:
-            self._questions.append((asker, about))
-            return []
+            self._probes += 1
+            self._questions.append((asker, about, self._probes))
+            return [Probe(about, self._probes)]
         return [Answer(asker, about, False)]
 
-    def _answers(self, peer: str) -> list[Output]:
-        answers: list[Output] = [Answer(q[0], peer, True)
-                                 for q in self._questions if q[1] == peer]
-        if answers:
-            self._questions = [q for q in self._questions if q[1] != peer]
-        return answers
+    def replied(self, peer: str, seq: int) -> list[Output]:
+        """``peer`` replied to our probe ``seq``: it was alive after every question
+        about it that we probed it for up to then."""
+        if not self.peers[peer].up:
+            return []
+        answered = [q for q in self._questions if q[1] == peer and q[2] <= seq]
+        self._questions = [q for q in self._questions if q not in answered]
+        return [Answer(asker, peer, True) for asker, _, _ in answered]
 
     def answered(self, via: str, about: str, hears: bool) -> list[Output]:
         unsettled = self._unsettled.get(about)

@@ -16,7 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cluster.peer.codec import CodecError, Envelope, FrameBuffer, encode
-from cluster.peer.detector import Answer, Ask, Event, FailureDetector, Heartbeat, Output
+from cluster.peer.detector import (
+    Answer,
+    Ask,
+    Event,
+    FailureDetector,
+    Heartbeat,
+    Output,
+    Probe,
+)
 
 log = logging.getLogger("mirrorchaos.peer")
 
@@ -221,7 +229,17 @@ class PeerNetwork:
         if kind == "disconnect":
             self._emit(self.detector.disconnect(peer, "it disconnected from us", self._now()))
             return
-        self._emit(self.detector.message(peer, self._now()))
+        if kind in ("probe", "reply"):
+            seq = envelope.fields.get("seq")
+            if not isinstance(seq, int):
+                log.warning("ignoring a %s from %s without an integer seq: %r", kind, peer,
+                            envelope.fields)
+            elif kind == "probe":
+                self.send(peer, Envelope("reply", {"seq": seq}))
+            else:
+                self._emit(self.detector.replied(peer, seq))
+            return
+        self.detector.message(peer, self._now())
         if self.detector.peers[peer].up:
             self._on_message(peer, envelope)
 
@@ -292,6 +310,8 @@ class PeerNetwork:
                 self.send(output.to, self._heartbeat())
             elif isinstance(output, Ask):
                 self.send(output.to, Envelope("ask", {"node": output.about}))
+            elif isinstance(output, Probe):
+                self.send(output.to, Envelope("probe", {"seq": output.seq}))
             elif isinstance(output, Answer):
                 self.send(output.to, Envelope("answer", {"node": output.about,
                                                          "hears": output.hears}))

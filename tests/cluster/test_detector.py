@@ -16,6 +16,7 @@ from cluster.peer.detector import (
     PeerDown,
     PeerLost,
     PeerUp,
+    Probe,
 )
 
 ME = ["a"]  # a peer's report that it hears us, node "a"
@@ -112,11 +113,11 @@ def test_a_lost_peer_that_another_still_hears_is_a_partial_partition() -> None:
     # a stops hearing b; it asks c, the only peer it still sees.
     a.heard("c", "inc-c", True, ["a", "b", "c"], now=4.0)
     assert a.tick(now=4.5) == [PeerDown("b", "no heartbeat for 4s"), Ask("c", "b")]
-    c.asked("a", "b")
-    # c answers once it hears b again, which proves b still reaches it.
+    assert c.asked("a", "b") == [Probe("b", 1)]
+    # c answers once b replies to its probe, which proves b is alive now.
     assert c.heard("a", "inc-a", True, ["c"], now=5.2) == []
-    assert c.message("b", now=5.3) == [Answer("a", "b", True)]  # any message will do
-    assert c.heard("b", "inc-b", True, ["a", "c"], now=5.4) == []  # once
+    assert c.replied("b", 1) == [Answer("a", "b", True)]
+    assert c.replied("b", 1) == []  # once
     assert a.answered("c", "b", True) == [PartialPartition("b", "c")]
     # Once b is back to a, a late answer is no news.
     a.heard("b", "inc-b", True, ["a", "c"], now=6.0)
@@ -159,13 +160,38 @@ def test_an_answer_that_does_not_come_settles_the_loss_after_a_window() -> None:
     assert a.tick(now=5.1) == [PeerLost("b")]
 
 
+def test_what_a_lost_peer_sent_before_it_died_is_no_sign_of_life() -> None:
+    """c reads b's last heartbeat and message late (it is busy): neither answers a's
+    question, only b's reply to the probe sent after it would."""
+    c = FailureDetector("c", ["a", "b"], tick=1.0, count=4)
+    c.heard("a", "inc-a", True, ["b", "c"], now=0.0)
+    c.heard("b", "inc-b", True, ["a", "c"], now=0.0)
+    assert c.asked("a", "b") == [Probe("b", 1)]
+    assert c.heard("b", "inc-b", True, ["a", "c"], now=0.6) == []
+    c.message("b", now=0.7)
+    assert c.link_closed("b", now=0.8) == [PeerDown("b", "connection closed"),
+                                           Answer("a", "b", False), Ask("a", "b")]
+
+
+def test_a_reply_answers_only_the_questions_probed_before_it() -> None:
+    c = FailureDetector("c", ["a", "b", "d"], tick=1.0, count=4)
+    for peer in ("a", "b", "d"):
+        c.heard(peer, "inc-" + peer, True, ["a", "b", "c", "d"], now=0.0)
+    assert c.asked("a", "b") == [Probe("b", 1)]
+    assert c.asked("d", "b") == [Probe("b", 2)]
+    assert c.replied("b", 1) == [Answer("a", "b", True)]  # sent before d asked
+    assert c.replied("b", 2) == [Answer("d", "b", True)]
+
+
 def test_the_asked_peer_answers_no_when_it_has_lost_that_peer_too() -> None:
     c = FailureDetector("c", ["a", "b"], tick=1.0, count=4)
     c.heard("a", "inc-a", True, ["b", "c"], now=0.0)
     c.heard("b", "inc-b", True, ["a", "c"], now=0.0)
-    assert c.asked("a", "b") == []  # b is still up to c: answered when c hears or loses it
+    # b is still up to c: answered when b replies to c's probe or c loses b.
+    assert c.asked("a", "b") == [Probe("b", 1)]
     assert c.link_closed("b", now=1.0) == [PeerDown("b", "connection closed"),
                                   Answer("a", "b", False), Ask("a", "b")]
+    assert c.replied("b", 1) == []  # too late: b is down to c
     assert c.asked("a", "b") == [Answer("a", "b", False)]  # already lost: at once
 
 

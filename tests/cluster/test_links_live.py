@@ -72,10 +72,11 @@ def toxiproxy_url() -> Iterator[str]:
 
 
 def start_cluster(tmp_path: Path, names: list[str], address: Callable[[str, str, int], str],
-                  extra_args: tuple[str, ...] = ()) -> dict[str, NodeProcess]:
+                  extra_args: tuple[str, ...] = (), tick_count: int = 4
+                  ) -> dict[str, NodeProcess]:
     """Start nodes where ``address(src, dst, dst_cluster_port)`` is what src dials."""
     nodes = {name: NodeProcess(name, tmp_path / name, cluster_port=free_port(), tick=TICK,
-                               extra_args=list(extra_args))
+                               tick_count=tick_count, extra_args=list(extra_args))
              for name in names}
     for src, dst in permutations(names, 2):
         nodes[src].peers[dst] = address(src, dst, nodes[dst].cluster_port or 0)
@@ -199,6 +200,39 @@ def test_a_partial_partition_pauses_both_sides_under_pause_minority(
             wait_until(lambda n=node: running_nodes(n) == {"n1", "n2", "n3"},
                        "the cluster to run again")
         assert [len(events(n, "resumed")) for n in (n1, n2, n3)] == [1, 0, 1]
+    finally:
+        for node in nodes.values():
+            node.kill()
+
+
+def test_a_killed_master_read_late_by_a_busy_peer_splits_nothing(
+    tmp_path: Path, toxiproxy_url: str, proxied: Callable[[str, str, int], str]
+) -> None:
+    """n2 reads what n1 sent 1.5 s late (as a node saturated with publishes does), so
+    for a while after n1's SIGKILL n2 still reads n1's heartbeats. n3, which loses n1
+    at once, asks n2 whether it still hears n1: that stale news is no proof of life,
+    and taking it for one made n3 declare a partial partition, cut itself off from n2,
+    and both promoted themselves master of q. (A peer is down after 4 s without news
+    here, so the 1.5 s lag alone takes nobody down.)"""
+    nodes = start_cluster(tmp_path, ["n1", "n2", "n3"], proxied, tick_count=20)
+    n1, n2, n3 = nodes["n1"], nodes["n2"], nodes["n3"]
+    try:
+        http("PUT", f"{n1.mgmt_url}/api/policies/%2F/ha",
+             {"pattern": "^q$", "definition": {"ha-mode": "all"}})
+        http("PUT", f"{n1.mgmt_url}/api/queues/%2F/q", {"durable": True})
+        wait_until(lambda: sorted(mirrors(n1)) == ["n2", "n3"], "q to be mirrored on n2, n3")
+        http("POST", f"{toxiproxy_url}/proxies/n1-n2/toxics",
+             {"name": "late", "type": "latency", "stream": "upstream",
+              "attributes": {"latency": 1500}})
+        time.sleep(2 * 1.5)  # n2 now reads only what n1 sent 1.5 s before
+        n1.kill()
+        for node in (n2, n3):
+            wait_until(lambda n=node: running_nodes(n) == {"n2", "n3"}, "n1 seen gone")
+        masters = {http("GET", f"{node.mgmt_url}/api/queues/%2F/q")["node"]
+                   for node in (n2, n3)}
+        assert len(masters) == 1, f"two masters of q: {masters}"
+        assert events(n3, "partial_partition") == []
+        assert events(n2, "partial_partition") == []
     finally:
         for node in nodes.values():
             node.kill()
