@@ -13,7 +13,7 @@ import enum
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from pamqp import commands, decode
+from pamqp import commands
 from pamqp.base import Frame as Method
 
 from cluster.amqp import framing
@@ -58,7 +58,7 @@ def _credentials(mechanism: str, response: bytes) -> tuple[str, str]:
             raise ValueError("PLAIN response is not authzid NUL user NUL password")
         return parts[1].decode(), parts[2].decode()
     # AMQPLAIN: a field table without its length prefix.
-    _, table = decode.field_table(len(response).to_bytes(4, "big") + response)
+    _, table = framing.decode_field_table(len(response).to_bytes(4, "big") + response)
     login, password = table.get("LOGIN"), table.get("PASSWORD")
     if not isinstance(login, str | bytes) or not isinstance(password, str | bytes):
         raise ValueError("AMQPLAIN response lacks LOGIN or PASSWORD")

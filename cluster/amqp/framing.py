@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from pamqp import commands, decode, header
 from pamqp.base import Frame as Method
+from pamqp.common import FieldTable
 from pamqp.frame import marshal as pamqp_marshal
 
 from cluster.amqp.errors import (
@@ -105,6 +106,24 @@ def _short_string(payload: bytes, offset: int) -> tuple[str, int]:
     return payload[offset + 1 : stop].decode("utf-8"), stop
 
 
+# A field table nested past Python's recursion limit (a few hundred levels): pamqp's
+# decoder recurses per level, and the node must refuse it like any malformed table.
+TOO_DEEP = "field table nested too deeply"
+
+
+def _reason(error: Exception) -> object:
+    return TOO_DEEP if isinstance(error, RecursionError) else error
+
+
+def decode_field_table(data: bytes) -> tuple[int, FieldTable]:
+    """pamqp's field-table decoder (bytes consumed, table); a table nested too deeply
+    is a ValueError like any other malformed one."""
+    try:
+        return decode.field_table(data)
+    except RecursionError:
+        raise ValueError(TOO_DEEP) from None
+
+
 def decode_method(payload: bytes) -> Method | Publish | Ack:
     """Decode a method frame's payload; a malformed one is a hard syntax error."""
     if len(payload) < 4:
@@ -126,11 +145,13 @@ def decode_method(payload: bytes) -> Method | Publish | Ack:
         method = method_class()
         method.unmarshal(payload[4:])
         return method
-    except (IndexError, ValueError, struct.error, UnicodeDecodeError) as error:
+    except (IndexError, ValueError, struct.error, UnicodeDecodeError,
+            RecursionError) as error:
         # RabbitMQ calls arguments that do not decode a frame error.
         raise ConnectionError_(
             FRAME_ERROR,
-            f"malformed method class {index >> 16} method {index & 0xFFFF}: {error}",
+            f"malformed method class {index >> 16} method {index & 0xFFFF}: "
+            f"{_reason(error)}",
             index >> 16,
             index & 0xFFFF,
         ) from error
@@ -179,7 +200,7 @@ def decode_content_header(payload: bytes) -> ContentHead:
             if kind == _SHORTSTR:
                 offset += 1 + payload[offset]
             elif kind == _TABLE:
-                consumed, _ = decode.field_table(payload[offset:])
+                consumed, _ = decode_field_table(payload[offset:])
                 offset += consumed
             elif kind == _OCTET:
                 if bit == 0x1000:

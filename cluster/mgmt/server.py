@@ -111,6 +111,8 @@ async def _body(request: web.Request) -> dict[str, Any]:
         body = json.loads(raw)
     except ValueError as error:  # JSONDecodeError, or bytes that are no Unicode text
         raise bad_request(f"body is not valid JSON: {error}") from error
+    except RecursionError:
+        raise bad_request("body is JSON nested too deeply") from None
     if not isinstance(body, dict):
         raise bad_request("body must be a JSON object")
     return body

@@ -164,6 +164,8 @@ def test_a_bad_policy_body_is_refused_naming_the_field(node: NodeProcess) -> Non
     assert_error(api(node, "PUT", path, {"pattern": "(", "definition": {"ha-mode": "all"}}),
                  400, "pattern")
     assert_error(api(node, "PUT", path, raw=b'{"pattern": '), 400, "JSON")
+    deep = b'{"pattern": "^q", "definition": ' + b'{"a": ' * 100_000 + b"0" + b"}" * 100_001
+    assert_error(api(node, "PUT", path, raw=deep), 400, "nested too deeply")
     assert ok(node, "GET", "/api/policies") == []
 
 

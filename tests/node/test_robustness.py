@@ -25,6 +25,7 @@ from tests.node.helpers import (
     PROTOCOL_HEADER,
     FrameParser,
     NodeFactory,
+    RawClient,
     assert_no_traceback,
     assert_node_serves,
     body_frame,
@@ -352,3 +353,60 @@ def test_many_half_handshakes_then_silence_are_cleaned_up(node: NodeProcess) -> 
         with sock:
             while sock.recv(65536):  # the broker's start/tune frames, then end of stream
                 pass
+
+
+# -- field tables nested past the decoder's recursion limit -----------------------------
+
+DEPTH = 5000
+
+
+def _deep_table(depth: int = DEPTH) -> bytes:
+    """An encoded field table holding a table holding a table ... ``depth`` levels."""
+    table = struct.pack(">I", 0)
+    for _ in range(depth):
+        entry = b"\x01k" + b"F" + table
+        table = struct.pack(">I", len(entry)) + entry
+    return table
+
+
+def _short(text: str) -> bytes:
+    return bytes([len(text)]) + text.encode()
+
+
+def _long(data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + data
+
+
+def _method(channel: int, class_id: int, method_id: int, arguments: bytes) -> bytes:
+    return raw_frame(1, channel, struct.pack(">HH", class_id, method_id) + arguments)
+
+
+def _close_after(client: RawClient, frames: list[bytes]) -> commands.Connection.Close:
+    client.send(b"".join(frames))
+    return client.expect_connection_close()
+
+
+def test_field_tables_nested_too_deeply_are_refused_cleanly(node: NodeProcess) -> None:
+    """Before authentication (start-ok's client properties, an AMQPLAIN response) and
+    after it (queue.declare's arguments, a message's headers): each is closed with the
+    protocol's reply code and a reason, and the node logs no traceback (the fixture
+    checks that, and that a well-behaved client is still served)."""
+    deep = _deep_table()
+    plain = _long(b"\x00guest\x00guest")
+    start_ok_deep = _method(0, 10, 11, deep + _short("PLAIN") + plain + _short("en_US"))
+    amqplain = _method(0, 10, 11, struct.pack(">I", 0) + _short("AMQPLAIN")
+                       + _long(deep[4:]) + _short("en_US"))
+    declare = _method(1, 50, 10, struct.pack(">H", 0) + _short("deep") + b"\x00" + deep)
+    headers = raw_frame(2, 1, struct.pack(">HHQH", 60, 0, 1, 0x2000) + deep)
+    cases = [
+        ([PROTOCOL_HEADER, start_ok_deep], 501),
+        ([PROTOCOL_HEADER, amqplain], 403),
+        ([*HANDSHAKE_STEPS, declare], 501),
+        ([*HANDSHAKE_STEPS, method_frame(1, commands.Basic.Publish(routing_key="q")),
+          headers], 502),
+    ]
+    for frames, code in cases:
+        with RawClient(node) as client:
+            close = _close_after(client, frames)
+        assert (close.reply_code, "nested too deeply" in close.reply_text) == (code, True), \
+            close
