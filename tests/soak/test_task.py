@@ -11,8 +11,8 @@ import psutil
 
 from reports.soak.task import _end_strays
 
-# A process that stays up until killed, as a node does.
-LONG_LIVED = [sys.executable, "-c", "import time; time.sleep(120)"]
+# A process that runs until a signal ends it, as a node does.
+UNTIL_KILLED = [sys.executable, "-c", "import signal; signal.pause()"]
 
 
 def test_a_process_the_run_left_in_a_session_of_its_own_is_killed_and_no_other(
@@ -20,10 +20,10 @@ def test_a_process_the_run_left_in_a_session_of_its_own_is_killed_and_no_other(
     run_tmp, other_tmp = tmp_path / "run" / "tmp", tmp_path / "other"
     run_tmp.mkdir(parents=True)
     other_tmp.mkdir()
-    # a node started by the run (in a subdirectory of its TMPDIR, as a cluster's is not)
-    stray = subprocess.Popen(LONG_LIVED, start_new_session=True,
+    # a node the run started: its TMPDIR lies under the run's, as a cluster's does
+    stray = subprocess.Popen(UNTIL_KILLED, start_new_session=True,
                              env={**os.environ, "TMPDIR": str(run_tmp / "cluster")})
-    bystander = subprocess.Popen(LONG_LIVED, start_new_session=True,
+    bystander = subprocess.Popen(UNTIL_KILLED, start_new_session=True,
                                  env={**os.environ, "TMPDIR": str(other_tmp)})
     try:
         _end_strays(run_tmp)
