@@ -10,7 +10,9 @@ from harness.scenarios.model import NemesisSpec, Phases, Scenario
 from harness.scenarios.nemesis import MASTER_TO_YOUNGEST, SETTLED_STATE, TO_YOUNGEST
 from harness.workload.spec import WorkloadSpec
 
-_PUBLISH_ONLY = WorkloadSpec(publishers=3, consumers=0)  # confirms, then the final drain
+# Confirms, then the final drain. Publishers start on the master's node and follow a
+# failover to the next node, as an application with the cluster's addresses does.
+_PUBLISH_ONLY = WorkloadSpec(publishers=3, consumers=0, reconnect="next")
 # As RabbitMQ's own HA suite runs its "survive" cases: a mirror restarted by one fault
 # is synchronised before the next, so every confirmed message survives however many
 # faults the time limit holds (under manual sync the third kill may promote an empty

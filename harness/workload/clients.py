@@ -5,8 +5,8 @@ Every operation is recorded as docs/history-format.md says: ``invoke`` before th
 client acts, ``ok`` when the broker answered, ``fail`` only when it definitely did
 not happen, ``info`` when the outcome is unknown (a confirm that never came because
 the connection dropped or timed out). A client that loses its connection records
-``disconnect info``, waits, and connects again (to the same node or the next one, as
-the workload says) until it is told to stop.
+``disconnect info`` and connects again (to the same node or the next one, as the
+workload says; see `Client.run` for when) until it is told to stop.
 """
 
 from __future__ import annotations
@@ -110,13 +110,19 @@ class Client(abc.ABC):
         self.ctx.recorder.record(self.id, op, type, node=self.node, **fields)
 
     async def run(self) -> None:
+        """Connect attempts start at least ``reconnect_delay`` apart: a session that
+        lived longer than that is followed at once (to the next node under ``reconnect
+        = "next"``), as an application follows a failover; a refused or failed connect
+        waits out the rest of the delay, so a dead node is not hammered."""
         while self.running():
+            attempt_at = time.monotonic()
             connection = await self._connect()
             if connection is not None:
                 await self._session(connection)
             if self.running():
-                await _sleep_until(self.stop, self.spec.reconnect_delay)
                 self._pick_node()
+                await _sleep_until(self.stop, attempt_at + self.spec.reconnect_delay
+                                   - time.monotonic())
 
     def _pick_node(self) -> None:
         if self.spec.reconnect == "next":

@@ -36,6 +36,8 @@ class WorkloadSpec:
     client_nodes: ClientNodes = "master"
     # After a lost connection: the same node again, or the next one in the cluster.
     reconnect: Reconnect = "same"
+    # Least seconds between two connect attempts of a client: a session that lived
+    # longer reconnects at once, a failed attempt waits out the rest.
     reconnect_delay: float = 0.5
     heartbeat: int = 5  # seconds; a black-holed connection is noticed within ~2 of these
     cancel_on_failover: bool = False  # the plain consumers ask for x-cancel-on-ha-failover

@@ -120,6 +120,33 @@ async def test_publishers_reconnect_after_the_node_drops_their_connections(
     assert result.valid is True, (result.error, result.violations)
 
 
+async def test_a_publisher_follows_a_killed_node_to_the_next_at_once(
+        node_factory: Callable[..., NodeProcess], tmp_path: Path) -> None:
+    """Its session outlived the reconnect delay, so the publisher connects to the next
+    node at once rather than after the delay (the workload stops before that ends)."""
+    nodes = {"n1": node_factory(name="n1"), "n2": node_factory(name="n2")}
+    delay = 4.0
+    spec = WorkloadSpec(publishers=1, consumers=0, rate=100, reconnect="next",
+                        reconnect_delay=delay)
+
+    async def address(client_id: str, name: str) -> tuple[str, int]:
+        return nodes[name].host, nodes[name].amqp_port
+
+    with writer(tmp_path, spec) as history:
+        workload = Workload(spec, Recorder(history), list(nodes), {"q1": "n1"}, address)
+        workload.start()
+        await asyncio.sleep(delay + 0.5)
+        nodes["n1"].kill()
+        await asyncio.sleep(delay / 2)
+        await workload.stop_publishing()
+        await workload.stop()
+    events = [e for e in lines(tmp_path / "history.jsonl") if e["process"] == "p1"]
+    lost = next(e["time"] for e in events if e["op"] == "disconnect" and e["type"] == "info")
+    after = [(e["op"], e["type"], e.get("node")) for e in events if e["time"] > lost]
+    assert ("connect", "invoke", "n2") in after and ("connect", "ok", "n2") in after, after
+    assert ("confirm", "ok", "n2") in after
+
+
 def test_backlog_queues_get_publishers_only_and_the_spread_is_deterministic() -> None:
     spec = WorkloadSpec(queues=("q1", "b1", "q2"), backlog_queues=("b1",), publishers=3,
                         consumers=3, getters=1, requeuers=2, cancel_consumers=1)
