@@ -22,6 +22,10 @@ AVAILABILITY_KINDS = ("publish", "consume")
 AVAILABILITY_DEFINITION = ("availability: publish = share of the workload's seconds with a "
                            "confirm; consume = share of the seconds with a consumer "
                            "attached in which a message was delivered")
+# results.json "failover" (harness/checker/failover.py)
+FAILOVER_DEFINITION = ("longest pause: between two confirms (any publisher's) while the "
+                       "fault was in force; began: seconds from the fault's start (n/a: "
+                       "no confirm before it or none after it)")
 
 
 def availability_shares(results: Mapping[str, Any]) -> list[tuple[str, float]]:

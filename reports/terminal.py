@@ -13,6 +13,7 @@ from rich.text import Text
 
 from reports.describe import (
     AVAILABILITY_DEFINITION,
+    FAILOVER_DEFINITION,
     LATENCY_FIGURES,
     MESSAGE_COUNTS,
     anomalies,
@@ -55,6 +56,8 @@ def sections(report: RunReport, width: int = WIDE) -> list[RenderableType]:
     parts: list[RenderableType] = [_verdict(results), _counts(results), _checkers(results)]
     parts.extend(_anomaly_panels(results))
     parts.append(_performance(results, wide=width >= WIDE))
+    if results.get("failover"):
+        parts.append(_failover(results["failover"]))
     if results.get("faults"):
         parts.append(_fault_timeline(report, track=min(_TRACK, width - 68)))
     if report.node_events:
@@ -148,6 +151,22 @@ def _performance(results: dict[str, Any], *, wide: bool) -> RenderableType:
         for label, value in [*figures, *shares]:
             table.add_row(label, value)
     return Group(table, Text(AVAILABILITY_DEFINITION, style="dim"))
+
+
+def _failover(gaps: list[dict[str, Any]]) -> RenderableType:
+    """Per node fault, how long the publishers went without a confirm."""
+    table = Table(title="Failover: the longest pause in confirms per node fault",
+                  title_justify="left")
+    for column in ("fault", "at (s)", "longest pause (s)", "pause began (s)"):
+        table.add_column(column, justify="left" if column == "fault" else "right")
+    for gap in gaps:
+        table.add_row(fault_label({**gap, "id": gap["fault"]}), f"{gap['start']:.3f}",
+                      _seconds(gap["pause"]), _seconds(gap["pause_from"], signed=True))
+    return Group(table, Text(FAILOVER_DEFINITION, style="dim"))
+
+
+def _seconds(value: float | None, *, signed: bool = False) -> str:
+    return "n/a" if value is None else f"{value:+.3f}" if signed else f"{value:.3f}"
 
 
 def _fault_timeline(report: RunReport, track: int = _TRACK) -> RenderableType:

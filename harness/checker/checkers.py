@@ -9,6 +9,7 @@ from harness.checker.cancels import CancelMissing, CancelUnexpected
 from harness.checker.completeness import Completeness
 from harness.checker.compose import Composed
 from harness.checker.duplicates import Duplicates
+from harness.checker.failover import Failover
 from harness.checker.latency import Latency
 from harness.checker.lost import Lost
 from harness.checker.ordering import Ordering
@@ -35,7 +36,7 @@ def default_checkers(bucket_s: float = 1.0) -> list[StreamingChecker]:
             CancelUnexpected(), Stalls(),
             *(Agreement(kind) for kind in AGREEMENT_KINDS), Undeleted(), Purged(),
             WrongPromotion(),
-            AutohealWrongSide(), Latency(bucket_s), Throughput(bucket_s)]
+            AutohealWrongSide(), Latency(bucket_s), Throughput(bucket_s), Failover()]
 
 
 def check(history: History, checkers: list[StreamingChecker] | None = None) -> Result:

@@ -46,7 +46,7 @@ def test_a_healthy_history_is_valid_with_every_checker_agreeing() -> None:
         "recovered", "unanswered", "ordering", "overtaken", "cancel-missing",
         "cancel-unexpected", "stalled", "disagreement", "split-brain", "sync-incomplete",
         "under-replicated", "over-replicated", "node-unavailable", "undeleted", "purged",
-        "wrong-promotion", "autoheal-wrong-side", "latency", "throughput"]
+        "wrong-promotion", "autoheal-wrong-side", "latency", "throughput", "failover"]
     assert all(p.valid is True for p in result.parts)
 
 
@@ -164,7 +164,7 @@ def test_results_json_has_what_the_issue_asks_for() -> None:
     json.dumps(doc)  # serialisable as is
     assert doc["valid"] is False
     for key in ("scenario", "seed", "runtime", "counts", "violations", "caveats",
-                "latency_ms", "throughput", "availability", "faults", "checkers"):
+                "latency_ms", "throughput", "availability", "failover", "faults", "checkers"):
         assert key in doc
     for count in ("attempted", "confirmed", "nacked", "indeterminate", "delivered", "lost",
                   "unexpected", "duplicated", "redelivered", "recovered", "caveat_lost"):
