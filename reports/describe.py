@@ -23,9 +23,10 @@ AVAILABILITY_DEFINITION = ("availability: publish = share of the workload's seco
                            "confirm; consume = share of the seconds with a consumer "
                            "attached in which a message was delivered")
 # results.json "failover" (harness/checker/failover.py)
-FAILOVER_DEFINITION = ("longest pause: between two confirms (any publisher's) while the "
-                       "fault was in force; began: seconds from the fault's start (n/a: "
-                       "no confirm before it or none after it)")
+FAILOVER_DEFINITION = ("pause: the longest between two confirms of any publisher while "
+                       "the fault was in force; began: seconds from the fault's start; one "
+                       "publisher's: the longest one publisher saw (one on the failed node "
+                       "also reconnects); n/a: no confirm before the fault or after it")
 
 
 def availability_shares(results: Mapping[str, Any]) -> list[tuple[str, float]]:

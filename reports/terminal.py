@@ -157,11 +157,13 @@ def _failover(gaps: list[dict[str, Any]]) -> RenderableType:
     """Per node fault, how long the publishers went without a confirm."""
     table = Table(title="Failover: the longest pause in confirms per node fault",
                   title_justify="left")
-    for column in ("fault", "at (s)", "longest pause (s)", "pause began (s)"):
+    for column in ("fault", "at (s)", "pause (s)", "began (s)", "one publisher's (s)"):
         table.add_column(column, justify="left" if column == "fault" else "right")
     for gap in gaps:
+        own = gap["publisher_pause"]
         table.add_row(fault_label({**gap, "id": gap["fault"]}), f"{gap['start']:.3f}",
-                      _seconds(gap["pause"]), _seconds(gap["pause_from"], signed=True))
+                      _seconds(gap["pause"]), _seconds(gap["pause_from"], signed=True),
+                      "n/a" if own is None else f"{own:.3f} {gap['publisher']}")
     return Group(table, Text(FAILOVER_DEFINITION, style="dim"))
 
 

@@ -10,9 +10,12 @@ from harness.scenarios.model import NemesisSpec, Phases, Scenario
 from harness.scenarios.nemesis import MASTER_TO_YOUNGEST, SETTLED_STATE, TO_YOUNGEST
 from harness.workload.spec import WorkloadSpec
 
-# Confirms, then the final drain. Publishers start on the master's node and follow a
-# failover to the next node, as an application with the cluster's addresses does.
-_PUBLISH_ONLY = WorkloadSpec(publishers=3, consumers=0, reconnect="next")
+# Confirms, then the final drain. A publisher on each node, so some publish to the
+# master through mirrors (as RabbitMQ's suite publishes while it kills the master); one
+# that loses its node follows the failover to the next, as an application with the
+# cluster's addresses does.
+_PUBLISH_ONLY = WorkloadSpec(publishers=3, consumers=0, client_nodes="spread",
+                             reconnect="next")
 # As RabbitMQ's own HA suite runs its "survive" cases: a mirror restarted by one fault
 # is synchronised before the next, so every confirmed message survives however many
 # faults the time limit holds (under manual sync the third kill may promote an empty

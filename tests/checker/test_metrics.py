@@ -107,31 +107,35 @@ def test_a_bucket_with_confirms_but_no_deliveries_to_attached_consumers_is_not_a
 
 
 def test_the_failover_gap_is_the_longest_pause_in_confirms_while_a_node_fault_lasts() -> None:
-    """Confirms every 0.1 s from 1.0 s, paused 2.0-2.9 s (a kill at 2.05 s), 3.2-4.4 s
-    (the longest while the kill lasts) and 5.0-7.0 s (after its heal at 4.65 s); a
-    partition at 1.0 s (not a node fault); a stop after the last confirm."""
+    """p1 confirms every 0.1 s from 1.0 s, paused 2.0-2.9 s (a kill at 2.05 s), 3.2-4.4 s
+    (its longest while the kill lasts) and 5.0-7.0 s (after the heal at 4.65 s); p2
+    confirms at 3.5 and 3.8 s only, so the cluster's longest pause is the first. A
+    partition at 1.05 s is not a node fault; a stop at 7.3 s has no confirm after it."""
     b = builder()
-    seq = 0
     marks: dict[float, Callable[[], object]] = {
         1.05: lambda: b.fault("partition", ["n1"]), 2.05: lambda: b.fault("kill", ["n1"]),
         4.65: lambda: b.heal("f2"), 7.3: lambda: b.fault("stop", ["n2"])}
-    confirms = [t / 10 for t in (*range(10, 21), *range(29, 33), *range(44, 51),
-                                 *range(70, 73))]
+    p1 = [t / 10 for t in (*range(10, 21), *range(29, 33), *range(44, 51), *range(70, 73))]
+    confirms = {**{t: "p1" for t in p1}, 3.5: "p2", 3.8: "p2"}
+    seqs = {"p1": 0, "p2": 0}
     for second in sorted([*confirms, *marks]):
         b.at(second)
         if second in marks:
             marks[second]()
         else:
-            seq += 1
-            b.publish(f"p1-{seq}")
+            publisher = confirms[second]
+            seqs[publisher] += 1
+            b.publish(f"{publisher}-{seqs[publisher]}")
     b.at(8.0)
     b.drain()
     gaps = run(b).data["failover"]
     assert [(g["kind"], g["targets"]) for g in gaps] == [("kill", ["n1"]), ("stop", ["n2"])]
     kill_gap, stop_gap = gaps
-    assert kill_gap["pause"] == pytest.approx(1.2, abs=0.01)
-    assert kill_gap["pause_from"] == pytest.approx(1.15, abs=0.01)
-    assert stop_gap["pause"] is None and stop_gap["pause_from"] is None
+    assert kill_gap["pause"] == pytest.approx(0.9, abs=0.01)
+    assert kill_gap["pause_from"] == pytest.approx(-0.05, abs=0.01)
+    assert kill_gap["publisher_pause"] == pytest.approx(1.2, abs=0.01)
+    assert kill_gap["publisher"] == "p1"
+    assert stop_gap["pause"] is stop_gap["publisher_pause"] is stop_gap["publisher"] is None
 
 
 def test_a_fault_that_did_not_take_effect_has_no_failover_gap() -> None:

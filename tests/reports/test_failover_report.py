@@ -22,6 +22,7 @@ def test_each_node_fault_has_a_row_with_its_confirm_gap_at_80_columns(tmp_path: 
     assert max(map(len, text.splitlines())) <= 80
     for gap in gaps:
         assert gap["pause"] is not None
-        row = (f"{gap['kind']} {gap['fault']} → {', '.join(gap['targets'])}", f"{gap['start']:.3f}",
-               f"{gap['pause']:.3f}", f"{gap['pause_from']:+.3f}")
+        row = (f"{gap['kind']} {gap['fault']} → {', '.join(gap['targets'])}",
+               f"{gap['start']:.3f}", f"{gap['pause']:.3f}", f"{gap['pause_from']:+.3f}",
+               f"{gap['publisher_pause']:.3f} {gap['publisher']}")
         assert re.search(r" +│ +".join(map(re.escape, row)) + " │", text), text
