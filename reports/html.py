@@ -1,7 +1,13 @@
 """``report.html`` (SPEC §5): one self-contained page — plotly.js is embedded, so it opens
 offline — with throughput, confirm latency and availability over time under shaded fault
 windows, a fault and node event timeline, and per-message anomaly, fault and node event
-tables."""
+tables.
+
+The time axes start when the workload began, not when the run did: the set-up before it
+(starting the cluster, building the node image) can take minutes and would squeeze the
+run into the axis' last part. Times keep the run's start as their zero, as results.json
+and the terminal report do; the page says how long the set-up was.
+"""
 
 from __future__ import annotations
 
@@ -40,6 +46,13 @@ _NODE_EVENT_SYMBOLS = {"promotion": "star", "mirror-added": "triangle-up",
                        "mirror-dropped": "triangle-down", "sync-start": "circle-open",
                        "sync-end": "circle", "partition": "x", "partition-healed": "cross",
                        "restart": "diamond", "node-event": "square"}
+# Fault labels are laid out in lanes before the page knows its width: a character is
+# taken as 1/_AXIS_CHARS of the x axis, 8 px of an 800 px wide plot (plotly's 12 px font
+# takes 5-7).
+_AXIS_CHARS = 100
+_LANE_PX = 22  # height of a lane of fault labels
+_PLOTS_PX = 540  # throughput, latency and availability together, gaps and margins aside
+_GAP_PX = 50  # between two plots of the over-time figure
 
 PAGE_STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em auto; max-width: 1200px;
@@ -83,10 +96,12 @@ def render_html(report: RunReport) -> str:
         body.append(f"<p><b>Why unknown:</b> {escape(results['error'])}</p>")
     body.append("<div class='flex'>" + _counts_table(results) + _checkers_table(results)
                 + _latency_table(results) + "</div>")
-    body.append("<h2>Over time</h2>" + figure_html(_over_time(report, colours), "over-time")
+    axis = _time_axis(report)
+    body.append("<h2>Over time</h2>" + _set_up_note(report, axis[0])
+                + figure_html(_over_time(report, colours, axis), "over-time")
                 + f"<p class='note'>{escape(AVAILABILITY_DEFINITION)}.</p>")
-    body.append("<h2>Faults and node events</h2>" + figure_html(_timeline(report, colours),
-                                                            "timeline"))
+    body.append("<h2>Faults and node events</h2>"
+                + figure_html(_timeline(report, colours, axis), "timeline"))
     body.append("<h2>Anomalies, per message</h2>" + _anomaly_table(results))
     body.append("<h2>Faults</h2>" + _faults_table(results))
     if report.node_events:
@@ -100,52 +115,126 @@ def render_html(report: RunReport) -> str:
 # -- plots ---------------------------------------------------------------------------
 
 
+def _time_axis(report: RunReport) -> tuple[float, float]:
+    """Every time axis' range: from the workload's start to the last thing plotted."""
+    start = report.workload_start
+    return start, max(run_length(report), start + 1)
+
+
+def _axis_title(start: float) -> str:
+    return "seconds since the run started" + (
+        f" (set-up until {start:.1f} s not shown)" if start else "")
+
+
+def _set_up_note(report: RunReport, start: float) -> str:
+    """What the time axes leave out: the set-up, with the node events during it."""
+    if not start:
+        return ""
+    hidden = sum(e.time < start for e in report.node_events)
+    events = (f" The nodes' {hidden} events during it are in the node events table."
+              if hidden else "")
+    return (f"<p class='note'><b>Set-up, 0-{start:.1f} s, not plotted:</b> the cluster "
+            "starting (and the node image being built where needed) before the workload "
+            "began; the time axes start with the workload. Times are seconds since the "
+            f"run started, as in results.json and the terminal report.{events}</p>")
+
+
 def _fault_colours(faults: list[dict[str, Any]]) -> dict[str, str]:
     kinds = sorted({f["kind"] for f in faults})
     palette = qualitative.Set2
     return {kind: palette[i % len(palette)] for i, kind in enumerate(kinds)}
 
 
-def _over_time(report: RunReport, colours: dict[str, str]) -> go.Figure:
+def _label_places(faults: list[dict[str, Any]],
+                  axis: tuple[float, float]) -> list[tuple[float, int]]:
+    """Per fault, where its label goes: (x, lane). A label starts at its fault's start,
+    moved left to end inside the axis, in the first lane where it and the fault's window
+    clear what that lane already holds: in a lane, nothing overlaps."""
+    first, last = axis
+    per_char = (last - first) / _AXIS_CHARS
+    ends: list[float] = []  # per lane, where its last label or window ends
+    places = []
+    for fault in faults:  # in start order, as results.json lists them
+        width = (len(fault_label(fault)) + 1) * per_char
+        x = max(first, min(fault["start"], last - width))
+        lane = next((i for i, end in enumerate(ends) if end <= x), len(ends))
+        ends[lane:lane + 1] = [max(x + width, fault_end(fault, last))]  # or a new lane
+        places.append((x, lane))
+    return places
+
+
+def _over_time(report: RunReport, colours: dict[str, str],
+               axis: tuple[float, float]) -> go.Figure:
     results = report.results
+    faults = results.get("faults") or []
+    places = _label_places(faults, axis)
+    lanes = max((lane for _, lane in places), default=-1) + 1
+    titles = ["Throughput (messages/s)", "Confirm latency (ms)", _availability_title(results)]
+    heights = [0.45 * _PLOTS_PX, 0.35 * _PLOTS_PX, 0.2 * _PLOTS_PX]
+    if faults:
+        titles.insert(0, "Faults")
+        heights.insert(0, lanes * _LANE_PX)
+    top = 2 if faults else 1  # the throughput plot's row, below the faults' lanes
+    area = sum(heights) + _GAP_PX * (len(titles) - 1)
+    fig = make_subplots(rows=len(titles), cols=1, shared_xaxes=True,
+                        vertical_spacing=_GAP_PX / area, row_heights=heights,
+                        subplot_titles=titles)
     throughput = results.get("throughput") or {}
     latency = results.get("latency_over_time") or {}
     width = float(throughput.get("bucket_s") or 1.0)
     confirms = throughput.get("confirms") or []
     deliveries = throughput.get("deliveries") or []
     middles = [(i + 0.5) * width for i in range(len(confirms))]  # a bucket's rate, mid-bucket
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.07,
-                        row_heights=[0.45, 0.35, 0.2],
-                        subplot_titles=("Throughput (messages/s)", "Confirm latency (ms)",
-                                        _availability_title(results)))
     fig.add_trace(go.Scatter(x=middles, y=[c / width for c in confirms], name="confirms/s",
-                             mode="lines+markers"), row=1, col=1)
+                             mode="lines+markers"), row=top, col=1)
     fig.add_trace(go.Scatter(x=middles, y=[d / width for d in deliveries],
-                             name="deliveries/s", mode="lines+markers"), row=1, col=1)
+                             name="deliveries/s", mode="lines+markers"), row=top, col=1)
     latency_width = float(latency.get("bucket_s") or width)
     for series in ("mean", "max"):
         values = latency.get(series) or []
         fig.add_trace(go.Scatter(x=[(i + 0.5) * latency_width for i in range(len(values))],
                                  y=values, name=f"latency {series}", mode="lines+markers",
-                                 connectgaps=False), row=2, col=1)
+                                 connectgaps=False), row=top + 1, col=1)
     # per kind the workload had: a second with a confirm, one with a delivery
     served = {"publish": confirms, "consume": deliveries}
     for kind, _ in availability_shares(results):
         fig.add_trace(go.Bar(x=middles, y=[1 if n else 0 for n in served[kind]], width=width,
-                             name=f"{kind} served", opacity=0.6), row=3, col=1)
-    fig.update_yaxes(range=[0, 1], tickvals=[0, 1], ticktext=["down", "up"], row=3, col=1)
-    length = run_length(report)
-    for fault in results.get("faults") or []:
-        for row in (1, 2, 3):
-            label = {"annotation_text": fault_label(fault),
-                     "annotation_position": "top left"} if row == 1 else {}
-            fig.add_vrect(x0=fault["start"], x1=fault_end(fault, length), row=row, col=1,
-                          fillcolor=colours[fault["kind"]], opacity=0.25, line_width=0,
-                          **label)
-    fig.update_xaxes(range=[0, length or 1])
-    fig.update_xaxes(title_text="seconds since the run started", row=3, col=1)
-    fig.update_layout(height=720, margin={"t": 40, "b": 40}, hovermode="x unified")
+                             name=f"{kind} served", opacity=0.6), row=top + 2, col=1)
+    fig.update_yaxes(range=[0, 1], tickvals=[0, 1], ticktext=["down", "up"], row=top + 2,
+                     col=1)
+    if faults:
+        _fault_lanes(fig, faults, places, colours, axis[1])
+        fig.update_yaxes(range=[lanes - 0.5, -0.5], visible=False, row=1, col=1)
+    fig.update_xaxes(range=list(axis))
+    fig.update_xaxes(title_text=_axis_title(axis[0]), row=top + 2, col=1)
+    fig.update_layout(height=area + 80, margin={"t": 40, "b": 40}, hovermode="x unified")
     return fig
+
+
+def _fault_lanes(fig: go.Figure, faults: list[dict[str, Any]],
+                 places: list[tuple[float, int]], colours: dict[str, str],
+                 length: float) -> None:
+    """Each fault's window in its lane of the top row, under its label (in the legend
+    once per kind), and shaded over the plots in rows 2-4. The shapes go in at once:
+    plotly's add_shape copies every shape before it, minutes for a few hundred faults."""
+    shapes: list[dict[str, Any]] = []
+    shown: set[str] = set()
+    for fault, (_, lane) in zip(faults, places, strict=True):
+        kind = fault["kind"]
+        window = {"type": "rect", "x0": fault["start"], "x1": fault_end(fault, length),
+                  "fillcolor": colours[kind], "line": {"width": 0}, "legendgroup": kind}
+        shapes.append({**window, "xref": "x", "yref": "y", "y0": lane - 0.4,
+                       "y1": lane + 0.4, "opacity": 0.6, "layer": "between",
+                       "name": f"fault: {kind}", "showlegend": kind not in shown})
+        shown.add(kind)
+        shapes.extend({**window, "xref": f"x{row}", "yref": f"y{row} domain", "y0": 0,
+                       "y1": 1, "opacity": 0.25} for row in (2, 3, 4))
+    fig.update_layout(shapes=shapes)
+    fig.add_trace(go.Scatter(
+        x=[x for x, _ in places], y=[lane for _, lane in places], mode="text",
+        text=[fault_label(f) for f in faults], textposition="middle right",
+        hovertext=[f"{fault_label(f)}<br>{fault_span(f)}" for f in faults],
+        hoverinfo="text", name="fault labels", showlegend=False), row=1, col=1)
 
 
 def _availability_title(results: dict[str, Any]) -> str:
@@ -154,14 +243,14 @@ def _availability_title(results: dict[str, Any]) -> str:
     return "Availability" + (f" ({shares})" if shares else "")
 
 
-def _timeline(report: RunReport, colours: dict[str, str]) -> go.Figure:
+def _timeline(report: RunReport, colours: dict[str, str],
+              axis: tuple[float, float]) -> go.Figure:
     fig = go.Figure()
-    length = run_length(report)
     shown: set[str] = set()
     for fault in report.results.get("faults") or []:
         kind = fault["kind"]
         rows = list(fault.get("targets") or []) or [_CLUSTER_ROW]
-        end = fault_end(fault, length)
+        end = fault_end(fault, axis[1])
         fig.add_trace(go.Bar(
             x=[end - fault["start"]] * len(rows), base=[fault["start"]] * len(rows), y=rows,
             orientation="h", name=f"fault: {kind}", legendgroup=kind, showlegend=kind not in shown,
@@ -183,8 +272,8 @@ def _timeline(report: RunReport, colours: dict[str, str]) -> go.Figure:
     legend_rows = len(shown) + len(by_op)
     fig.update_layout(barmode="overlay", height=max(120 + 50 * len(_rows(fig)),
                                                     80 + 24 * legend_rows),
-                      margin={"t": 20, "b": 40}, xaxis_title="seconds since the run started",
-                      xaxis_range=[0, length or 1])
+                      margin={"t": 20, "b": 40}, xaxis_title=_axis_title(axis[0]),
+                      xaxis_range=list(axis))
     fig.update_yaxes(categoryorder="category descending")
     return fig
 

@@ -15,7 +15,7 @@ from typing import Any
 from harness.checker import check_path
 from harness.checker.results import RESULTS_FORMAT, RESULTS_VERSION
 from harness.history import read_history, read_run
-from harness.history.model import NODE_OPS
+from harness.history.model import CLIENT_OPS, NODE_OPS
 from harness.history.reader import History
 
 RESULTS_FILE = "results.json"
@@ -53,6 +53,9 @@ class RunReport:
     results: dict[str, Any]
     node_events: list[NodeEvent]
     folder: Path  # where report.html and junit.xml go
+    # Seconds from the run's start to its first client event: before it the cluster was
+    # being set up (and the node image built), which plots leave out.
+    workload_start: float = 0.0
 
     @property
     def title(self) -> str:
@@ -74,14 +77,23 @@ def load(path: str | Path, *, recheck: bool = False) -> RunReport:
     if results is None:
         results = check_path(target)
         results_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    return RunReport(results, node_events(history), folder)
+    events, workload_start = _events(history)
+    return RunReport(results, events, folder, workload_start)
 
 
-def node_events(history: History) -> list[NodeEvent]:
+def _events(history: History) -> tuple[list[NodeEvent], float]:
+    """The node events, and when the workload started (0 without client events)."""
     t0 = history.header.time
-    return [NodeEvent(round(ev.time - t0, 6), ev.op, ev.process, ev.node, ev.queue,
-                      {k: v for k, v in ev.raw.items() if k not in _EVENT_KEYS})
-            for ev in history if ev.op in NODE_OPS]
+    events: list[NodeEvent] = []
+    workload_start: float | None = None
+    for ev in history:
+        if ev.op in NODE_OPS:
+            events.append(NodeEvent(round(ev.time - t0, 6), ev.op, ev.process, ev.node,
+                                    ev.queue, {k: v for k, v in ev.raw.items()
+                                               if k not in _EVENT_KEYS}))
+        elif workload_start is None and ev.op in CLIENT_OPS:
+            workload_start = round(ev.time - t0, 6)
+    return events, workload_start or 0.0
 
 
 def _open_history(target: Path) -> History:

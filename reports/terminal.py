@@ -172,18 +172,21 @@ def _seconds(value: float | None, *, signed: bool = False) -> str:
 
 
 def _fault_timeline(report: RunReport, track: int = _TRACK) -> RenderableType:
-    """One row a fault; a time axis ``track`` characters wide, none below _TRACK_MIN."""
-    length = run_length(report) or 1.0
+    """One row a fault; a time axis ``track`` characters wide, none below _TRACK_MIN,
+    from the workload's start (the set-up before it has no faults)."""
+    start = report.workload_start
+    length = max(run_length(report), start + 1.0)
+    span = length - start
     shown = track >= _TRACK_MIN
-    title = f"Faults (timeline 0-{length:.1f} s)" if shown else "Faults"
+    title = f"Faults (timeline {start:.1f}-{length:.1f} s)" if shown else "Faults"
     table = Table(title=title, title_justify="left")
     for column in ("fault", "when", *(("timeline",) if shown else ()), "notes"):
         table.add_column(column)
     for fault in report.results.get("faults") or []:
         bar = Text()
         if shown:
-            first = min(int(fault["start"] / length * track), track - 1)
-            last = max(first + 1, round(fault_end(fault, length) / length * track))
+            first = min(max(int((fault["start"] - start) / span * track), 0), track - 1)
+            last = max(first + 1, round((fault_end(fault, length) - start) / span * track))
             bar.append("·" * first)
             bar.append("█" * (last - first),
                        style="red" if fault.get("applied", True) else "dim")

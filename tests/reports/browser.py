@@ -1,6 +1,6 @@
 """Open a page in headless Chromium over the DevTools protocol and report what a person
-would notice: script errors and console errors, network requests, rendered plots, and a
-screenshot.
+would notice: script errors and console errors, network requests, rendered plots, where
+some elements were drawn, and a screenshot.
 
 Console messages only come through the protocol (``--screenshot`` and ``--dump-dom``
 do not report them), so the browser is started with ``--remote-debugging-port=0`` and
@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 import psutil
@@ -31,17 +31,29 @@ def find_chromium() -> str | None:
     return next((path for name in BINARIES if (path := shutil.which(name))), None)
 
 
+class Box(NamedTuple):
+    """Where an element was drawn, in pixels, and its text."""
+
+    text: str
+    left: float
+    top: float
+    right: float
+    bottom: float
+
+
 @dataclass
 class PageVisit:
     errors: list[str] = field(default_factory=list)  # exceptions and console errors
     requests: list[str] = field(default_factory=list)  # every URL the page asked for
     plots: int = 0  # plotly graphs that drew their SVG
+    boxes: list[Box] = field(default_factory=list)  # of the elements measured
     screenshot: bytes = b""  # PNG of the element asked for
 
 
-def visit(page: Path, *, element: str, binary: str, timeout: float = 60.0) -> PageVisit:
-    """Load ``page``, wait for it to settle, and screenshot the element with id
-    ``element``."""
+def visit(page: Path, *, element: str, binary: str, measure: str = "",
+          timeout: float = 60.0) -> PageVisit:
+    """Load ``page``, wait for it to settle, screenshot the element with id ``element``
+    and measure the elements the CSS selector ``measure`` finds."""
     with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
         browser = subprocess.Popen(
             [binary, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
@@ -50,7 +62,8 @@ def visit(page: Path, *, element: str, binary: str, timeout: float = 60.0) -> Pa
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             url = _devtools_url(browser)
-            return asyncio.run(asyncio.wait_for(_visit(url, page, element), timeout))
+            return asyncio.run(asyncio.wait_for(_visit(url, page, element, measure),
+                                                timeout))
         finally:
             _kill_with_children(browser)
 
@@ -116,7 +129,7 @@ class _Session:
         return message
 
 
-async def _visit(url: str, page: Path, element: str) -> PageVisit:
+async def _visit(url: str, page: Path, element: str, measure: str) -> PageVisit:
     async with aiohttp.ClientSession() as http, http.ws_connect(url, max_msg_size=0) as ws:
         s = _Session(ws)
         target = await s.send("Target.createTarget", url="about:blank")
@@ -134,7 +147,13 @@ async def _visit(url: str, page: Path, element: str) -> PageVisit:
             "width: r.width, height: r.height}; })()"))
         shot = await s.send("Page.captureScreenshot", format="png", captureBeyondViewport=True,
                             clip={**box["result"]["value"], "scale": 1})
+        boxes = await s.send("Runtime.evaluate", returnByValue=True, expression=(
+            f"[...document.querySelectorAll({json.dumps(measure)})].map(e => {{ "
+            "const r = e.getBoundingClientRect(); "
+            "return [e.textContent, r.left, r.top, r.right, r.bottom]; })"
+            if measure else "[]"))
         return PageVisit(_errors(s.events), _requests(s.events), plots,
+                         [Box(*box) for box in boxes["result"]["value"]],
                          base64.b64decode(shot["data"]))
 
 

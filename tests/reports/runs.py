@@ -139,3 +139,49 @@ def busy_history(rate: int = 40, seed: int = 1) -> HistoryBuilder:
             b.node_event(op, fields.pop("reporter"), **fields)
     b.at(61.0).drain()
     return b
+
+
+def storm_history(faults: list[tuple[str, float, float, str]], *, length: float = 60.0,
+                  set_up: float = 0.0) -> HistoryBuilder:
+    """``length`` seconds of a publisher and a consumer at 5 messages/s under ``faults``,
+    each (kind, start, end, target node) in seconds since the workload began; that is
+    ``set_up`` seconds after the run's start, as after a node image build and the cluster's
+    start, which the nodes report meanwhile."""
+    plan = [(seq / 5, "work", seq) for seq in range(1, int(length * 5))]
+    plan += [(start, "fault", i) for i, (_, start, _, _) in enumerate(faults)]
+    plan += [(end, "heal", i) for i, (_, _, end, _) in enumerate(faults)]
+    b = HistoryBuilder(nodes=NODES, scenario="storm", run_id="storm-20260101T120000-seed1",
+                       step=0.0)
+    for node in NODES if set_up else ():
+        b.at(set_up / 2).node_event("node-event", node, event="node_started", node=node)
+    b.at(set_up).consume("c1")
+    ids: dict[int, str] = {}
+    for time, what, n in sorted(plan):
+        b.at(set_up + time)
+        if what == "work":
+            b.publish(f"p1-{n}")
+            b.deliver(f"p1-{n}")
+            b.ack(f"p1-{n}")
+        elif what == "fault":
+            kind, _, _, target = faults[n]
+            ids[n] = b.fault(kind, [target])
+        else:
+            b.heal(ids[n])
+    b.at(set_up + length + 1).drain()
+    return b
+
+
+# four kills starting 0.5 s apart, each lasting 6 s
+CLOSE_KILLS = [("kill", 10 + i / 2, 16 + i / 2, node)
+               for i, node in enumerate(("n1", "n2", "n3", "n1"))]
+
+
+def fault_storm(count: int = 40, length: float = 60.0,
+                seed: int = 3) -> list[tuple[str, float, float, str]]:
+    """``count`` faults of four kinds, starting anywhere in ``length`` seconds and
+    lasting 0.5-6 s, for :func:`storm_history`."""
+    rng = random.Random(seed)
+    kinds = ("kill", "partition", "latency", "pause")
+    starts = sorted(rng.uniform(1, length - 2) for _ in range(count))
+    return [(kinds[i % 4], start, start + rng.uniform(0.5, 6), NODES[i % 3])
+            for i, start in enumerate(starts)]

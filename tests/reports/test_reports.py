@@ -4,6 +4,7 @@ anomalies, faults and node events."""
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import re
@@ -18,7 +19,14 @@ from harness.cli import main
 from harness.history import HistoryBuilder
 from reports import load, render, render_html, write_html, write_junit
 from reports.junit import CHECKER_OF_KIND
-from tests.reports.runs import read_results, troubled_history, write_run
+from tests.reports.runs import (
+    CLOSE_KILLS,
+    fault_storm,
+    read_results,
+    storm_history,
+    troubled_history,
+    write_run,
+)
 
 VIOLATED = {"lost": ["p1-3"], "unexpected": ["x-1"], "duplicate": ["p1-5"],
             "reordered": ["p2-1"]}
@@ -153,9 +161,10 @@ def test_html_report_is_self_contained_with_fault_windows_and_series_from_the_re
     assert "consume = share of the seconds with a consumer attached" in page
     windows = sorted((s["x0"], s["x1"]) for s in layout["shapes"])
     assert windows == sorted((f["start"], f["end"]) for f in results["faults"]
-                             for _ in range(3))  # one per subplot
-    labels = {a["text"] for a in layout["annotations"]}
-    assert {"kill f1 → n1", "partition f2 → n3", "latency f3 → n2"} <= labels
+                             for _ in range(4))  # in its lane and in each plot
+    assert _labels(data)["text"] == ["kill f1 → n1", "partition f2 → n3", "latency f3 → n2"]
+    # the workload began as the run did: nothing to leave out
+    assert layout["xaxis"]["range"][0] == 0 and "Set-up" not in page
 
 
 def test_html_timeline_has_fault_bars_per_target_and_node_events(troubled: Path) -> None:
@@ -169,6 +178,57 @@ def test_html_timeline_has_fault_bars_per_target_and_node_events(troubled: Path)
                            "node: sync-end", "node: partition", "node: partition-healed"}
     assert events["node: promotion"]["y"] == ["n2"]
     assert events["node: mirror-added"]["y"] == ["n1"]
+
+
+def _labels(data: list[dict[str, Any]]) -> dict[str, Any]:
+    """The over-time figure's fault labels: one text trace, a point per fault."""
+    (labels,) = [t for t in data if t["name"] == "fault labels"]
+    assert labels["mode"] == "text"
+    return labels
+
+
+def test_html_time_axes_start_when_the_workload_began_not_with_the_set_up(
+        tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", storm_history(CLOSE_KILLS, length=30, set_up=230.0))
+    page = write_html(run).read_text(encoding="utf-8")
+    for div in ("over-time", "timeline"):
+        _, layout = _plot(page, div)
+        ranges = [axis["range"] for name, axis in layout.items() if name.startswith("xaxis")]
+        assert ranges and all(first == 230.0 < last for first, last in ranges), div
+    assert "Set-up, 0-230.0 s, not plotted:" in page
+    assert "The nodes' 3 events during it are in the node events table." in page
+    # times stay seconds since the run started, as results.json and the terminal say
+    data, _ = _plot(page, "timeline")
+    kill = next(t for t in data if t["name"] == "fault: kill")
+    assert kill["base"][0] == read_results(run)["faults"][0]["start"] == 240.0
+    assert kill["hovertext"][0] == "kill f1 → n1<br>240.000-246.000 s"
+    terminal = _terminal(run)
+    assert re.search(r"kill f1 → n1 +│ 240\.000-246\.000 s", terminal)
+    # the terminal's fault timeline starts with the workload too
+    assert re.search(r"Faults \(timeline 230\.0-2\d\d\.\d s\)", terminal)
+
+
+def test_labels_of_faults_that_start_close_together_take_a_lane_each(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", storm_history(CLOSE_KILLS))
+    labels = _labels(_plot(render_html(load(run)), "over-time")[0])
+    assert labels["text"] == ["kill f1 → n1", "kill f2 → n2", "kill f3 → n3", "kill f4 → n1"]
+    assert labels["x"] == [10.0, 10.5, 11.0, 11.5]  # each at its fault's start
+    assert labels["y"] == [0, 1, 2, 3]
+
+
+def test_in_a_lane_each_fault_label_comes_after_the_previous_faults_window(
+        tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", storm_history(fault_storm()))
+    labels = _labels(_plot(render_html(load(run)), "over-time")[0])
+    faults = read_results(run)["faults"]
+    assert len(labels["x"]) == len(faults) == 40
+    lanes: dict[int, list[tuple[float, dict[str, Any]]]] = {}
+    for x, lane, fault in zip(labels["x"], labels["y"], faults, strict=True):
+        lanes.setdefault(lane, []).append((x, fault))
+    assert len(lanes) > 1
+    for placed in lanes.values():
+        for (_, before), (x, after) in itertools.pairwise(placed):
+            assert before["end"] <= x <= after["start"], (before, after)
 
 
 def test_html_anomaly_table_has_one_row_per_message(troubled: Path) -> None:
