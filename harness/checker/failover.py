@@ -11,22 +11,23 @@ resync are not the failover's):
 and ``publisher_pause``, the longest any one publisher saw (``publisher`` names it: one
 connected to the failed node also waits for its reconnection). A pause counts when a
 confirm came before the fault and another after it before the drain; None otherwise.
-A measurement, never a verdict.
+A measurement, never a verdict; kept as the history streams by, in memory per fault
+and per publisher, not per message.
 """
 
 from __future__ import annotations
 
-import bisect
-from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from harness.checker.compose import Streaming
 from harness.checker.protocol import Handler, Observer
-from harness.checker.result import Fault, Result
+from harness.checker.result import Result
 from harness.checker.run import Run
 from harness.history.model import CRASH_FAULTS, SHUTDOWN_FAULTS, Event
 
 NODE_DOWN_FAULTS = CRASH_FAULTS | SHUTDOWN_FAULTS
+Pause = tuple[float, float]  # (began, ended)
 
 
 class Failover(Streaming):
@@ -36,60 +37,85 @@ class Failover(Streaming):
         return _Failover(run)
 
 
+@dataclass
+class _Window:
+    """A node fault's time down: from its start until its heal began (None: not yet)."""
+
+    id: str
+    kind: str
+    targets: tuple[str, ...]
+    start: float
+    until: float | None = None
+    pause: Pause | None = None  # the longest over every publisher's confirms
+    own: dict[str, Pause] = field(default_factory=dict)  # the longest per publisher
+
+    def takes(self, began: float, ended: float) -> bool:
+        """Whether a pause between two consecutive confirms falls in the window."""
+        return ended > self.start and (self.until is None or began < self.until)
+
+
 class _Failover:
     def __init__(self, run: Run) -> None:
         self.run = run
-        self.confirms = array("d")  # confirm ok times, in history (time) order
-        self.by_publisher: dict[str, array[float]] = {}
-        self.heals: dict[str, float] = {}  # fault id -> when its heal began
+        self.last: float | None = None  # the latest confirm, any publisher's
+        self.last_of: dict[str, float] = {}  # the latest confirm of each publisher
+        self.windows: list[_Window] = []
+        self.open: dict[str, _Window] = {}  # by fault id, until the heal begins
 
     def handlers(self) -> Mapping[str, Handler]:
-        return {"confirm": self.confirm, "fault-end": self.heal}
+        return {"confirm": self.confirm, "fault-start": self.fault_start,
+                "fault-end": self.fault_end}
 
-    def heal(self, ev: Event) -> None:
-        if ev.fault_id is not None:
-            self.heals.setdefault(ev.fault_id, ev.time)
+    def fault_start(self, ev: Event) -> None:
+        """A window opens at the fault's first line (it may act from its ``invoke``
+        on) and goes again when the fault definitely did not happen (``fail``)."""
+        run, fault_id = self.run, ev.fault_id
+        if ev.fault not in NODE_DOWN_FAULTS or fault_id is None:
+            return
+        if ev.type == "fail":
+            if (window := self.open.pop(fault_id, None)) is not None:
+                self.windows.remove(window)
+        elif (fault_id not in self.open and run.first_publish is not None
+              and run.timeline.drain_started is None):
+            window = _Window(fault_id, str(ev.fault), tuple(ev.targets), ev.time)
+            self.windows.append(window)
+            self.open[fault_id] = window
+
+    def fault_end(self, ev: Event) -> None:
+        window = self.open.pop(ev.fault_id or "", None)
+        if window is not None:
+            window.until = ev.time
 
     def confirm(self, ev: Event) -> None:
-        if ev.type == "ok":
-            self.confirms.append(ev.time)
-            self.by_publisher.setdefault(ev.process, array("d")).append(ev.time)
+        if ev.type != "ok" or self.run.timeline.drain_started is not None:
+            return
+        t, publisher = ev.time, ev.process
+        before, before_own = self.last, self.last_of.get(publisher)
+        for window in self.windows:
+            if before is not None and window.takes(before, t):
+                window.pause = _longer(window.pause, (before, t))
+            if before_own is not None and window.takes(before_own, t):
+                window.own[publisher] = _longer(window.own.get(publisher), (before_own, t))
+        self.last, self.last_of[publisher] = t, t
 
     def finish(self) -> Result:
-        run = self.run
-        end = run.timeline.drain_started if run.timeline.drain_started is not None else run.last
-        first = run.first_publish
-        if first is None or end is None:
-            return Result("failover", True, data={"failover": []})
-        faults = [f for f in run.timeline.faults()
-                  if f.applied and f.kind in NODE_DOWN_FAULTS and first <= f.start < end]
-        return Result("failover", True, data={"failover": [self._gap(f, end) for f in faults]})
+        return Result("failover", True, data={"failover": [
+            self._gap(window) for window in self.windows]})
 
-    def _gap(self, fault: Fault, end: float) -> dict[str, object]:
-        until = min(end, self.heals.get(fault.id, end))
-        pause = longest_pause(self.confirms, fault.start, until, end)
-        own = {process: p for process, times in sorted(self.by_publisher.items())
-               if (p := longest_pause(times, fault.start, until, end)) is not None}
-        worst = max(own, key=lambda process: own[process][1] - own[process][0], default=None)
-        return {"fault": fault.id, "kind": fault.kind, "targets": list(fault.targets),
-                "start": round(fault.start - self.run.header.time, 6),
+    def _gap(self, window: _Window) -> dict[str, object]:
+        pause = window.pause
+        worst = max(sorted(window.own), key=lambda p: window.own[p][1] - window.own[p][0],
+                    default=None)
+        own = None if worst is None else window.own[worst]
+        return {"fault": window.id, "kind": window.kind, "targets": list(window.targets),
+                "start": round(window.start - self.run.header.time, 6),
                 "pause": None if pause is None else round(pause[1] - pause[0], 6),
-                "pause_from": None if pause is None else round(pause[0] - fault.start, 6),
-                "publisher_pause": None if worst is None
-                else round(own[worst][1] - own[worst][0], 6),
+                "pause_from": None if pause is None else round(pause[0] - window.start, 6),
+                "publisher_pause": None if own is None else round(own[1] - own[0], 6),
                 "publisher": worst}
 
 
-def longest_pause(times: Sequence[float], start: float, until: float,
-                  end: float) -> tuple[float, float] | None:
-    """The longest pause between consecutive ``times`` (sorted) that begins before
-    ``until`` and ends after ``start``, times after ``end`` not counted: as (began,
-    ended). None without a time before ``start`` and one after it up to ``end``."""
-    after = bisect.bisect_right(times, start)  # the first time after the start
-    hi = bisect.bisect_right(times, end)
-    if after == 0 or after >= hi:
-        return None
-    # the pause in force at the start, and those that begin before ``until``
-    last = max(after, min(hi - 1, bisect.bisect_left(times, until)))
-    return max(((times[k], times[k + 1]) for k in range(after - 1, last)),
-               key=lambda pair: pair[1] - pair[0])
+def _longer(best: Pause | None, candidate: Pause) -> Pause:
+    if best is None or candidate[1] - candidate[0] > best[1] - best[0]:
+        return candidate
+    return best

@@ -142,6 +142,9 @@ def test_a_fault_that_did_not_take_effect_has_no_failover_gap() -> None:
     b = builder()
     b.publish("p1-1")
     b.fault("kill", ["n1"], type="fail")
+    tried = b.fault("stop", ["n2"], type="invoke")  # it may act from here on ...
     b.publish("p1-2")
+    b.add("nemesis", "fault-start", "fail", fault="stop", fault_id=tried, targets=["n2"])
+    b.publish("p1-3")  # ... until it says it definitely did not
     b.drain()
     assert run(b).data["failover"] == []
