@@ -17,12 +17,35 @@ SOURCES = ["cluster", "faults", "harness", "reports", "tests", "noxfile.py"]
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The default test suite (slow campaigns are kept out by the `slow` marker) on two
-    workers: most tests wait on sockets and processes, so two overlap well even on two
-    cores; Docker and Spark tests each stay on one worker (their `xdist_group`). The
-    soak extra brings PySpark for the Spark merge's tests."""
+    """The default test suite on two workers: most tests wait on sockets and processes,
+    so two overlap well even on two cores. The long parts are left out by their
+    markers and have sessions of their own: `slow`, `docker-tests`, `spark-tests`."""
+    session.install("-e", ".[test]")
+    session.run("pytest", *(session.posargs or ["-q", "-n", "2"]))
+
+
+@nox.session(name="docker-tests")
+def docker_tests(session: nox.Session) -> None:
+    """Tests on Docker containers and the node image, which the first of them builds
+    offline (an mmdebstrap root file system: minutes on a fresh machine)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "-m", "docker", *(session.posargs or ["-q"]))
+
+
+@nox.session(name="spark-tests")
+def spark_tests(session: nox.Session) -> None:
+    """The soak tests that start a Spark session (needs Java 17): the merge and a
+    campaign on local[2]."""
     session.install("-e", ".[test,soak]")
-    session.run("pytest", *(session.posargs or ["-q", "-n", "2", "--dist", "loadgroup"]))
+    session.run("pytest", "-m", "spark", *(session.posargs or ["-q"]))
+
+
+@nox.session
+def slow(session: nox.Session) -> None:
+    """The slow set: every built-in scenario at twice its time limit, long campaigns
+    (an hour or more on two cores)."""
+    session.install("-e", ".[test,soak]")
+    session.run("pytest", "-m", "slow", *(session.posargs or ["-q"]))
 
 
 @nox.session

@@ -17,9 +17,9 @@ from harness.runtime import ClusterSpec
 from harness.runtime.docker import DockerCluster, DockerRuntime
 from tests.runtime.docker_support import ENGINE, node_image_tag
 
-# One test worker at a time builds the node image and touches the engine's containers.
+# The docker-tests session: the node image is built on first use (minutes).
 pytestmark = [pytest.mark.skipif(ENGINE is None, reason="no Docker engine answers here"),
-              pytest.mark.xdist_group("docker")]
+              pytest.mark.docker]
 
 
 @pytest.fixture(scope="module")

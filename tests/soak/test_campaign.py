@@ -26,7 +26,7 @@ BROKEN = ROOT / "examples" / "broken-redelivery.toml"
 
 # Spark on a shared two-core machine can take minutes; this only guards against a hang
 # One test worker runs Spark (a JVM using both cores) at a time.
-pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("spark")]
+pytestmark = [pytest.mark.timeout(600)]
 
 def _run_processes(under: Path) -> list[str]:
     """Live processes of runs stored under ``under``: the harness (its --store), and
@@ -91,6 +91,7 @@ def test_a_run_whose_worker_dies_winds_its_cluster_down_and_stores_its_history(
     assert history.stat().st_size > 0
 
 
+@pytest.mark.spark
 def test_a_campaign_on_spark_merges_a_valid_run_and_a_hung_one(spark: Any,
                                                                tmp_path: Path) -> None:
     campaign = plan_campaign(CampaignOptions((("smoke", 2),), 4.0, master="local[2]",

@@ -25,7 +25,7 @@ BROKEN = (5, "invalid", 66, "broken-redelivery")  # a second scenario in the cam
 
 # Spark on a shared two-core machine can take minutes; this only guards against a hang
 # One test worker runs Spark (a JVM using both cores) at a time.
-pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("spark")]
+pytestmark = [pytest.mark.timeout(600), pytest.mark.spark]
 
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
