@@ -1,6 +1,6 @@
-"""The live display of a run (SPEC §4.4): phase and its progress, faults in force, op
-rates, and anomalies seen so far. Shown only on a terminal; otherwise the run prints a
-line per phase."""
+"""The live display of a run (SPEC §4.4): phase and its progress (the step it is at,
+e.g. the node image's build), faults in force, op rates, and anomalies seen so far.
+Shown only on a terminal; otherwise the run prints a line per phase and per step."""
 
 from __future__ import annotations
 
@@ -53,6 +53,10 @@ class LiveDisplay:
             phase += f" / {status.phase_seconds:.0f}s"
         head = Text.assemble((f"{status.scenario} ", "bold"), f"seed {status.seed}  ",
                              ("phase: ", "dim"), (phase, "cyan"))
+        step = status.step
+        lines = [head] if step is None else [head, Text.assemble(
+            (f"  {time.monotonic() - status.step_started:5.1f}s ", "dim"), step,
+            no_wrap=True, overflow="ellipsis")]  # one line, however long the step's text
         faults = ", ".join(status.faults.active.values()) or "none"
         fault_line = Text.assemble(("faults in force: ", "dim"),
                                    (faults, "red" if status.faults.active else "green"),
@@ -66,7 +70,8 @@ class LiveDisplay:
                       str(figures.delivered), _alarm(figures.unflagged_duplicates),
                       _alarm(figures.unexpected), str(figures.connection_losses))
         rates = "  ".join(f"{op.split()[0]} {rate:.0f}/s" for op, rate in self._rates.items())
-        return Group(head, fault_line, Text.assemble(("rates: ", "dim"), rates or "-"), table)
+        return Group(*lines, fault_line, Text.assemble(("rates: ", "dim"), rates or "-"),
+                     table)
 
     def _update_rates(self, status: RunStatus) -> None:
         assert status.recorder is not None

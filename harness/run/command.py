@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,9 @@ def run_command(args: argparse.Namespace) -> int:
         else:
             status.on_enter = lambda phase, seconds: err.print(
                 f"  phase {phase}" + (f" ({seconds:g}s)" if seconds else ""), markup=False)
+            status.on_step = lambda step: err.print(
+                f"    {time.monotonic() - status.phase_started:6.1f}s  {step}", markup=False,
+                soft_wrap=True)
 
     try:
         outcome = run_scenario(scenario, options, started)

@@ -13,12 +13,13 @@ fails half-way still leaves it, and a ``results.json`` saying what was found (at
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import io
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -59,6 +60,7 @@ REJOIN_SECONDS = 30.0
 # message delivered again after an ack whose connection stayed up is resurrected, while
 # an ack on a connection that closed at once may have been lost with it.
 ACK_GRACE_SECONDS = 2.5
+DRAIN_REPORT_SECONDS = 5.0  # how often a drain tells how far it got
 
 
 class HarnessError(RuntimeError):
@@ -84,14 +86,43 @@ class RunStatus:
     phase: str = "starting"
     phase_started: float = field(default_factory=time.monotonic)
     phase_seconds: float | None = None
+    # The phase's latest step (e.g. the node image's build), shown under the phase.
+    step: str | None = None
+    step_started: float = field(default_factory=time.monotonic)
     faults: ActiveFaults = field(default_factory=ActiveFaults)
     recorder: Recorder | None = None
     on_enter: Callable[[str, float | None], None] | None = None  # told of each phase
+    on_step: Callable[[str], None] | None = None  # told of each step
 
     def enter(self, phase: str, seconds: float | None = None) -> None:
         self.phase, self.phase_started, self.phase_seconds = phase, time.monotonic(), seconds
+        self.step = None
         if self.on_enter is not None:
             self.on_enter(phase, seconds)
+
+    def report(self, step: str) -> None:
+        """A step of the current phase: the cluster's start passes it as its `Progress`."""
+        self.step, self.step_started = step, time.monotonic()
+        if self.on_step is not None:
+            self.on_step(step)
+
+
+@contextlib.asynccontextmanager
+async def reporting_drained(status: RunStatus, recorder: Recorder) -> AsyncIterator[None]:
+    """While the block runs, tell ``status`` every few seconds how many messages it has
+    drained: a drain takes one basic.get per message, tens of seconds for thousands."""
+    before = recorder.figures.delivered
+
+    async def tell() -> None:
+        while True:
+            await asyncio.sleep(DRAIN_REPORT_SECONDS)
+            status.report(f"messages drained so far: {recorder.figures.delivered - before}")
+
+    teller = asyncio.create_task(tell())
+    try:
+        yield
+    finally:
+        teller.cancel()
 
 
 @dataclass
@@ -230,7 +261,8 @@ class ScenarioRun:
         self.status.enter("starting cluster")
         node_args = ("--partition-handling", s.partition_handling, *s.node_args)
         spec = ClusterSpec(nodes=tuple(s.node_names), run_id=self.run_id,
-                           node_args=node_args, tick=s.tick, seed=seeds["toxiproxy"])
+                           node_args=node_args, tick=s.tick, seed=seeds["toxiproxy"],
+                           progress=self.status.report)
         self.cluster = cluster = self.runtime.start(spec)
         self.status.enter("setting up")
         self._set_policy(cluster)
@@ -286,12 +318,14 @@ class ScenarioRun:
         await asyncio.to_thread(self._record_cluster_state, recorder, "quiet")
         if phases.promotion_drain:
             self.status.enter("drain by promotion")
-            await self._promotion_drain(recorder, nemesis, direct)
+            async with reporting_drained(self.status, recorder):
+                await self._promotion_drain(recorder, nemesis, direct)
         self.status.enter("drain", phases.drain_timeout)
         candidates = {q: await asyncio.to_thread(self._drain_nodes, q)
                       for q in s.workload.queues}
         # A queue left undrained is recorded as such: the checker's verdict is unknown.
-        await drain(s.workload, recorder, candidates, direct, phases.drain_timeout)
+        async with reporting_drained(self.status, recorder):
+            await drain(s.workload, recorder, candidates, direct, phases.drain_timeout)
         await asyncio.to_thread(self._record_cluster_state, recorder, "end")
 
     async def _promotion_drain(self, recorder: Recorder, nemesis: RecordedNemesis,

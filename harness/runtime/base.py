@@ -23,12 +23,16 @@ Contract, the same for local processes (`ProcessRuntime`) and containers
 * ``spec.node_args`` are appended to every node's command line unchanged (e.g.
   ``--partition-handling pause_minority``).
 * A node restarted through `process_control` keeps its data directory and addresses.
+* ``spec.progress`` is told each step of the start as it happens, one line of text
+  each (an image built or found, toxiproxy up, each node answering, the cluster
+  formed), so a start that takes minutes says what it is doing.
 """
 
 from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -37,6 +41,13 @@ from typing import Any, Protocol
 from faults.client import ToxiproxyClient
 from faults.process import ProcessControl
 from faults.topology import Topology
+
+# Told a line of text per step of a long start-up, from whichever thread takes the step.
+Progress = Callable[[str], None]
+
+
+def no_progress(_step: str) -> None:
+    """A `Progress` that tells no one."""
 
 
 class ClusterStartError(RuntimeError):
@@ -60,6 +71,7 @@ class ClusterSpec:
     seed: int = 0  # toxiproxy's root seed, when the runtime starts the server
     base_dir: Path | None = None
     start_timeout: float = 30.0  # per node, and for toxiproxy
+    progress: Progress = field(default=no_progress, compare=False, repr=False)
 
     @classmethod
     def of(cls, count: int, **options: Any) -> ClusterSpec:

@@ -14,7 +14,7 @@ from faults.client import ToxiproxyClient, split_address
 from faults.management import Management, ManagementError
 from faults.topology import Topology, client_link_name
 
-from .base import ClusterSpec, ClusterStartError
+from .base import ClusterSpec, ClusterStartError, Progress
 
 
 class ClusterBase(abc.ABC):
@@ -86,7 +86,7 @@ class ClusterBase(abc.ABC):
 
 
 def wait_formed(mgmt_urls: Mapping[str, str], timeout: float,
-                log_tail: Callable[[str], str]) -> None:
+                log_tail: Callable[[str], str], progress: Progress) -> None:
     """Until every node reports every node running, so a run starts on a whole
     cluster; otherwise `ClusterStartError` with what each node sees."""
     everyone = set(mgmt_urls)
@@ -104,6 +104,7 @@ def wait_formed(mgmt_urls: Mapping[str, str], timeout: float,
             if running == everyone:
                 seen.pop(node)
         if not seen:
+            progress(f"cluster formed: every node sees {', '.join(sorted(everyone))}")
             return
         if time.monotonic() >= deadline:
             node = sorted(seen)[0]

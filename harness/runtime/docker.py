@@ -122,7 +122,8 @@ class DockerRuntime:
         try:
             client = self.client or image.connect()
             reaper.reap(client)
-            tag = self.image or image.node_image(client, self.base).tag
+            tag = self.image or image.node_image(client, self.base,
+                                                 progress=spec.progress).tag
         except image.ImageBuildError as exc:
             raise ClusterStartError(f"run {spec.run_id}: {exc}") from exc
         own_base = spec.base_dir is None
@@ -148,6 +149,7 @@ class DockerRuntime:
             name=container_name(spec.run_id, "toxiproxy"), **common), network)
         toxiproxy = ToxiproxyClient(f"http://{proxy_host}:{TOXIPROXY_PORT}")
         _wait_toxiproxy(client, spec, toxiproxy)
+        spec.progress(f"toxiproxy up at {toxiproxy.url}")
         addresses = [NodeAddress(node, node, CLUSTER_PORT, AMQP_PORT) for node in spec.nodes]
         containers = {node: container_name(spec.run_id, node) for node in spec.nodes}
         topology = Topology.create(
@@ -176,15 +178,18 @@ class DockerRuntime:
                 **common)
             nodes[node] = ContainerNode(containers[node], (HOST, amqp),
                                         f"http://{HOST}:{mgmt}")
+            spec.progress(f"node {node} started (container {containers[node]})")
         control = DockerProcesses(client, nodes, spec.start_timeout)
         cluster = DockerCluster(spec, client, base_dir, own_base, toxiproxy, topology, control)
         try:
             for node in spec.nodes:
                 control.wait_ready(node, spec.start_timeout)
+                host, port = cluster.amqp_address(node)
+                spec.progress(f"node {node} answering on {host}:{port}")
         except ProcessControlError as exc:
             raise ClusterStartError(str(exc)) from exc
         wait_formed({node: cluster.mgmt_url(node) for node in spec.nodes},
-                    spec.start_timeout, control.log_tail)
+                    spec.start_timeout, control.log_tail, spec.progress)
         return cluster
 
 

@@ -167,6 +167,7 @@ class ProcessRuntime:
             if own_base:
                 shutil.rmtree(base_dir, ignore_errors=True)
             raise ClusterStartError(f"toxiproxy for run {spec.run_id}: {exc}") from exc
+        spec.progress(f"toxiproxy up at {handle.url}")
         hosts = loopback_hosts(len(spec.nodes))
         try:
             processes = {
@@ -191,12 +192,16 @@ class ProcessRuntime:
         try:
             for name, process in processes.items():
                 process.peers = topology.peers(name)
+                spec.progress(f"node {name} starting on {process.host}:{process.amqp_port}")
             try:
                 start_all(list(processes.values()), spec.start_timeout)
             except NodeStartError as error:
                 raise ClusterStartError(str(error)) from error
+            # Together: each node answers only once it has heard from its peers.
+            spec.progress(f"nodes {', '.join(processes)} answering")
             wait_formed({name: p.mgmt_url for name, p in processes.items()},
-                        spec.start_timeout, lambda node: processes[node].log_tail())
+                        spec.start_timeout, lambda node: processes[node].log_tail(),
+                        spec.progress)
         except BaseException:
             cluster.stop()
             raise

@@ -11,11 +11,12 @@ from docker.client import DockerClient
 from faults.ports import free_port
 from harness import image
 from harness.process_node import amqp_answers
+from harness.runtime.base import no_progress
 from tests.runtime.docker_support import ENGINE
 
-# One test worker at a time builds the node image and touches the engine's containers.
+# The docker-tests session: the node image is built on first use (minutes).
 pytestmark = [pytest.mark.skipif(ENGINE is None, reason="no Docker engine answers here"),
-              pytest.mark.xdist_group("docker")]
+              pytest.mark.docker]
 LABEL = {"mirrorchaos.test": "image"}
 
 
@@ -28,16 +29,19 @@ def client() -> Iterator[DockerClient]:
 
 
 def test_node_image_is_cached_by_content(client: DockerClient) -> None:
-    first = image.node_image(client)
-    again = image.node_image(client)
+    first = image.node_image(client, progress=no_progress)
+    steps: list[str] = []
+    again = image.node_image(client, progress=steps.append)
     assert again == first
+    assert steps[0] == f"found cached image {first.base}"
+    assert steps[-1] == f"found cached image {first.tag}"
     assert first.base.startswith(image.BASE_REPOSITORY + ":")
     history = client.images.get(first.tag).history()
     assert history, "the image must exist in the engine"
 
 
 def test_a_container_from_the_image_serves_amqp(client: DockerClient) -> None:
-    tag = image.node_image(client).tag
+    tag = image.node_image(client, progress=no_progress).tag
     port = free_port()
     container = client.containers.run(
         tag, ["python", "-m", "cluster.node", "--name", "rabbit@c1", "--amqp-port", "5672",

@@ -8,13 +8,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness.image import PROJECT_ROOT
+
+# With the image's other tests (the docker-tests session): two wheel builds, a minute.
+pytestmark = pytest.mark.docker
 
 BUILD = """
 import sys
 from pathlib import Path
 from harness.image import _build_wheels, _one_build_at_a_time
-with _one_build_at_a_time():
+with _one_build_at_a_time(print):
     _build_wheels(Path(sys.argv[1]))
 """
 

@@ -4,8 +4,10 @@ fails. Plus the parts of a run that need no cluster."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 from rich.console import Console
 
 from faults.nemesis import NoopNemesis, Op
@@ -20,7 +23,7 @@ from harness.checker import check
 from harness.ha_cases import wait_for
 from harness.history import HistoryWriter, read_history
 from harness.live import LiveDisplay
-from harness.run import RunOptions, RunStatus, effective_scenario, queue_members
+from harness.run import RunOptions, RunStatus, effective_scenario, orchestrate, queue_members
 from harness.run.faults import ActiveFaults, RecordedNemesis, _cut_off
 from harness.scenarios import SCENARIOS, Scenario
 from harness.workload import Recorder
@@ -47,6 +50,14 @@ def test_smoke_on_processes_is_valid_and_stored(tmp_path: Path) -> None:
                        "--time-limit", "3", "--store", str(store))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "seed 42" in done.stderr and "verdict: valid" in done.stdout
+    # Without a terminal, a line per phase and under it one per step, with the phase's
+    # elapsed seconds.
+    lines = done.stderr.splitlines()
+    steps = lines[lines.index("  phase starting cluster") + 1:lines.index("  phase setting up")]
+    told = [re.fullmatch(r" +\d+\.\ds  (.+)", line) for line in steps]
+    assert all(told), steps
+    assert [m.group(1) for m in told if m][-2:] == [
+        "nodes n1, n2, n3 answering", "cluster formed: every node sees n1, n2, n3"]
     run_dir = (store / "latest").resolve()
     assert run_dir.parent == store / "smoke" and run_dir.name.endswith("-seed42")
     # the last lines name the stored run and its reports by their whole paths
@@ -267,3 +278,56 @@ def test_live_display_shows_phase_faults_and_anomalies(tmp_path: Path) -> None:
     assert "phase: faults" in text and "/ 20s" in text and "kill n1" in text
     assert recorder.figures.unflagged_duplicates == 1 and recorder.figures.unexpected == 1
     assert recorder.figures.confirmed == 1 and recorder.figures.delivered == 3
+
+
+def test_live_display_shows_the_step_under_its_phase_until_the_next_phase(
+        tmp_path: Path) -> None:
+    with HistoryWriter(tmp_path / "h.jsonl", run_id="r", scenario="t", seed=1,
+                       config={"nodes": ["n1"], "partition_handling": "ignore"}) as writer:
+        status = RunStatus("t", 99, tmp_path, recorder=Recorder(writer))
+    status.enter("starting cluster")
+    status.report("building node image mirrorchaos-node:abc from mirrorchaos-base:def ...")
+    console = Console(width=60, force_terminal=False)
+    display = LiveDisplay(console)
+    display.attach(status)
+    display.close()
+
+    def shown() -> list[str]:
+        with console.capture() as capture:
+            console.print(display.render())
+        return [line.strip() for line in capture.get().splitlines()]
+
+    lines = shown()
+    assert lines[0].startswith("t seed 99  phase: starting cluster")
+    # one line, cut to the terminal's width
+    assert re.fullmatch(r"\d+\.\ds building node image mirrorchaos-node:abc from mi.*…",
+                        lines[1]), lines
+    status.enter("setting up")
+    after = shown()
+    assert after[0].startswith("t seed 99  phase: setting up") and len(after) == len(lines) - 1
+    assert not [line for line in after if "building" in line]
+
+
+async def test_a_drain_tells_how_many_messages_it_took_so_far(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(orchestrate, "DRAIN_REPORT_SECONDS", 0.01)
+    with HistoryWriter(tmp_path / "h.jsonl", run_id="r", scenario="t", seed=1,
+                       config={"nodes": ["n1"], "partition_handling": "ignore"}) as writer:
+        recorder = Recorder(writer)
+        for i in (1, 2, 3):
+            recorder.record("p1", "publish", "invoke", msg=f"p1-{i}", queue="q")
+        recorder.record("c1", "deliver", "ok", msg="p1-1", queue="q",  # before the drain
+                        redelivered=False)
+        status = RunStatus("t", 1, tmp_path, recorder=recorder)
+        told: list[str] = []
+        status.on_step = told.append
+        async with orchestrate.reporting_drained(status, recorder):
+            for i in (2, 3):
+                recorder.record("drain", "get", "ok", msg=f"p1-{i}", queue="q", mode="ack",
+                                redelivered=False)
+            while not told:
+                await asyncio.sleep(0.01)
+        told_at_end = len(told)
+        await asyncio.sleep(0.05)
+    assert told[0] == "messages drained so far: 2"
+    assert len(told) == told_at_end  # nothing more once the drain is over

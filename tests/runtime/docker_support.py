@@ -9,6 +9,7 @@ import docker.errors
 from docker.client import DockerClient
 
 from harness import image
+from harness.runtime.base import no_progress
 
 
 def engine() -> DockerClient | None:
@@ -33,4 +34,4 @@ def run_objects(client: DockerClient, run_id: str) -> list[str]:
 @functools.cache
 def node_image_tag(client: DockerClient) -> str:
     """Once per test session: finding the cached image still builds the wheels."""
-    return image.node_image(client).tag
+    return image.node_image(client, progress=no_progress).tag

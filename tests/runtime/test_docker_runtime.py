@@ -23,9 +23,9 @@ from harness.runtime import ClusterSpec
 from harness.runtime.docker import DockerCluster, DockerRuntime, network_name
 from tests.runtime.docker_support import ENGINE, node_image_tag, run_objects
 
-# One test worker at a time builds the node image and touches the engine's containers.
+# The docker-tests session: the node image is built on first use (minutes).
 pytestmark = [pytest.mark.skipif(ENGINE is None, reason="no Docker engine answers here"),
-              pytest.mark.xdist_group("docker")]
+              pytest.mark.docker]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -41,16 +41,35 @@ def tag(client: DockerClient) -> str:
 
 
 @pytest.fixture(scope="module")
-def cluster(client: DockerClient, tag: str,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerCluster]:
+def start_steps() -> list[str]:
+    """What the module's cluster told its progress callback while it started."""
+    return []
+
+
+@pytest.fixture(scope="module")
+def cluster(client: DockerClient, tag: str, tmp_path_factory: pytest.TempPathFactory,
+            start_steps: list[str]) -> Iterator[DockerCluster]:
     # A run id as long as `mirrorchaos run` makes with a 19-digit seed: container names
     # then exceed a DNS label's 63 characters, and nodes must still find each other.
     run_id = f"consume-survives-kill-20261122T132344-seed3610685398447543117-{os.getpid()}"
     spec = ClusterSpec.of(3, seed=3, tick=0.2, run_id=run_id,
-                          base_dir=tmp_path_factory.mktemp("run"))
+                          base_dir=tmp_path_factory.mktemp("run"), progress=start_steps.append)
     with DockerRuntime(client, image=tag).start(spec) as running:
         yield running
     assert run_objects(client, spec.run_id) == []
+
+
+def test_start_tells_toxiproxy_each_node_and_the_formed_cluster(
+        cluster: DockerCluster, start_steps: list[str]) -> None:
+    run = cluster.spec.run_id
+    started = [f"node {node} started (container mirrorchaos-{run}-{node})"
+               for node in cluster.nodes]
+    answering = []
+    for node in cluster.nodes:
+        host, port = cluster.amqp_address(node)
+        answering.append(f"node {node} answering on {host}:{port}")
+    assert start_steps == [f"toxiproxy up at {cluster.toxiproxy.url}", *started, *answering,
+                           "cluster formed: every node sees n1, n2, n3"]
 
 
 def test_everything_is_labelled_with_the_run_and_its_owner(

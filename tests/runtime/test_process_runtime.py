@@ -33,10 +33,29 @@ def pid(cluster: ProcessCluster, node: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
-    spec = ClusterSpec.of(3, seed=5, tick=TICK, base_dir=tmp_path_factory.mktemp("run"))
+def start_steps() -> list[str]:
+    """What the module's cluster told its progress callback while it started."""
+    return []
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory,
+            start_steps: list[str]) -> Iterator[ProcessCluster]:
+    spec = ClusterSpec.of(3, seed=5, tick=TICK, base_dir=tmp_path_factory.mktemp("run"),
+                          progress=start_steps.append)
     with ProcessRuntime().start(spec) as running:
         yield running
+
+
+def test_start_tells_toxiproxy_each_node_and_the_formed_cluster(
+        cluster: ProcessCluster, start_steps: list[str]) -> None:
+    addresses = {node: cluster.amqp_address(node) for node in cluster.nodes}
+    assert start_steps == [
+        f"toxiproxy up at {cluster.toxiproxy.url}",
+        *(f"node {node} starting on {host}:{port}" for node, (host, port) in addresses.items()),
+        "nodes n1, n2, n3 answering",
+        "cluster formed: every node sees n1, n2, n3",
+    ]
 
 
 def test_nodes_listen_on_their_own_loopback_addresses(cluster: ProcessCluster) -> None:
