@@ -17,11 +17,13 @@ SOURCES = ["cluster", "faults", "harness", "reports", "tests", "noxfile.py"]
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The default test suite on two workers: most tests wait on sockets and processes,
-    so two overlap well even on two cores. The long parts are left out by their
-    markers and have sessions of their own: `slow`, `docker-tests`, `spark-tests`."""
+    """The default test suite on four workers: most tests wait on sockets and
+    processes, so four overlap well even on two cores, and on a machine busy with other
+    work they keep their share of it. The long parts are left out by their
+    markers and have sessions of their own: `slow`, `docker-tests`, `spark-tests`,
+    `campaign-tests`."""
     session.install("-e", ".[test]")
-    session.run("pytest", *(session.posargs or ["-q", "-n", "2"]))
+    session.run("pytest", *(session.posargs or ["-q", "-n", "4"]))
 
 
 @nox.session(name="docker-tests")
@@ -38,6 +40,29 @@ def spark_tests(session: nox.Session) -> None:
     campaign on local[2]."""
     session.install("-e", ".[test,soak]")
     session.run("pytest", "-m", "spark", *(session.posargs or ["-q"]))
+
+
+@nox.session(name="campaign-tests")
+def campaign_tests(session: nox.Session) -> None:
+    """Whole scenario runs on local processes: a planted bug caught where the correct
+    broker passes, drains by promotion, a kill of a mirrored master."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "-m", "campaign", *(session.posargs or ["-q", "-n", "2"]))
+
+
+# The property tests: the default run draws a share of their examples (tests/examples.py).
+PROPERTY_TESTS = ["tests/gm/test_ring_stateful.py", "tests/store/test_stateful.py",
+                  "tests/core/test_queue_model.py", "tests/checker/test_property.py",
+                  "tests/cluster/test_meta_replica.py", "tests/cluster/test_ha_simulated.py",
+                  "tests/node/test_robustness.py"]
+
+
+@nox.session
+def thorough(session: nox.Session) -> None:
+    """The property tests with every example they name, not the default run's share."""
+    session.install("-e", ".[test]")
+    session.run("pytest", *(session.posargs or ["-q", "-n", "2", *PROPERTY_TESTS]),
+                env={"MIRRORCHAOS_EXAMPLES": "all"})
 
 
 @nox.session

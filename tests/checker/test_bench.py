@@ -37,8 +37,8 @@ def _check_peak(path: Path) -> tuple[int, int]:
 
 def test_memory_grows_by_a_few_bytes_per_acked_message(tmp_path: Path) -> None:
     small, large = tmp_path / "small.jsonl", tmp_path / "large.jsonl"
-    generate(small, 20_000, seed=3)
-    generate(large, 80_000, seed=3)
+    generate(small, 10_000, seed=3)
+    generate(large, 40_000, seed=3)
     small_peak, small_messages = _check_peak(small)
     large_peak, large_messages = _check_peak(large)
     per_message = (large_peak - small_peak) / (large_messages - small_messages)

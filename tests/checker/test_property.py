@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from harness.checker import Result, check
 from harness.history import HistoryBuilder
+from tests.examples import examples
 
 QUEUES = ("qa", "qb")
 Line = dict[str, Any]
@@ -209,7 +210,7 @@ def _found(result: Result, kind: str) -> set[str]:
     return {m for a in result.violations if a.kind == kind for m in a.messages}
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(model_runs())
 def test_a_correct_broker_history_is_valid(model: Model) -> None:
     result = _check(model.lines)
@@ -217,7 +218,7 @@ def test_a_correct_broker_history_is_valid(model: Model) -> None:
     assert result.counts["lost"] == 0 and result.caveats == []
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.data())
 def test_the_checker_finds_exactly_the_injected_anomalies(data: st.DataObject) -> None:
     model = data.draw(model_runs())

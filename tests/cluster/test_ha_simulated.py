@@ -13,6 +13,7 @@ from cluster.core.policy import Policy
 from cluster.mgmt.shapes import queue_json
 from tests.amqp.memory_client import MemoryClient, publish_frames
 from tests.cluster.simcluster import SimCluster
+from tests.examples import examples
 
 
 def confirmed_tags(client: MemoryClient, settled: int = 0) -> set[int]:
@@ -57,7 +58,7 @@ def mirrored_queue(seed: int, *breaks: str) -> SimCluster:
     return sim
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(seed=st.integers(0, 10_000), kill_after=st.integers(0, 60),
        interleave=st.integers(0, 6))
 def test_confirmed_publishes_survive_the_master_dying_anywhere(
@@ -83,7 +84,7 @@ def test_confirmed_publishes_survive_the_master_dying_anywhere(
     assert bodies == sorted(bodies, key=lambda b: int(b[1:])), "publish order was lost"
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(seed=st.integers(0, 10_000), kill_after=st.integers(1, 60),
        interleave=st.integers(0, 6))
 def test_what_the_master_confirmed_to_its_own_clients_survives_its_death(
@@ -128,7 +129,7 @@ def test_the_simulation_catches_confirms_that_do_not_wait_for_the_mirrors() -> N
     assert not confirmed_then_lost(1)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(seed=st.integers(0, 10_000), kill_after=st.integers(1, 30))
 def test_unacknowledged_messages_come_back_redelivered_after_promotion(
     seed: int, kill_after: int,
@@ -154,7 +155,7 @@ def test_unacknowledged_messages_come_back_redelivered_after_promotion(
     assert {body for _, body in again} == {body for _, body in delivered[kill_after:]}
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(seed=st.integers(0, 10_000), steps=st.integers(0, 40))
 def test_a_queue_declared_again_is_a_new_group_whatever_was_in_flight(
     seed: int, steps: int,

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cluster.meta.replica import Replica, Update, Version
+from tests.examples import examples
 
 NODES = ["n1", "n2", "n3"]
 KEYS = [("queue", "/", "q1"), ("queue", "/", "q2"), ("policy", "/", "ha")]
@@ -20,7 +21,7 @@ writes = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(writes=writes, seed=st.integers(0, 2**32))
 def test_replicas_converge_whatever_the_delivery_order(
     writes: list[tuple[str, tuple[str, ...], int | None]], seed: int

@@ -15,6 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from cluster.core.message import Message
 from cluster.core.queue import Queue
 from cluster.store import MessageStore
+from tests.examples import examples
 
 
 class QueueAgainstModel(RuleBasedStateMachine):
@@ -104,6 +105,6 @@ class QueueAgainstModel(RuleBasedStateMachine):
         assert self.queue.message_bytes == sum(len(b) for b in self.bodies.values())
 
 
-QueueAgainstModel.TestCase.settings = settings(max_examples=200, stateful_step_count=30,
+QueueAgainstModel.TestCase.settings = settings(max_examples=examples(200), stateful_step_count=30,
                                                deadline=None)
 TestQueueAgainstModel = QueueAgainstModel.TestCase

@@ -14,6 +14,7 @@ from hypothesis.stateful import (
     rule,
 )
 
+from tests.examples import examples
 from tests.gm.simnet import SimNet
 
 MAX_LIVE = 7
@@ -92,7 +93,7 @@ class GMRing(RuleBasedStateMachine):
 
 
 GMRing.TestCase.settings = settings(
-    max_examples=300,
+    max_examples=examples(300),
     stateful_step_count=50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -21,6 +21,7 @@ from pamqp import commands
 from pamqp.base import Frame as Method
 
 from harness.process_node import NodeProcess
+from tests.examples import examples
 from tests.node.helpers import (
     PROTOCOL_HEADER,
     FrameParser,
@@ -330,7 +331,7 @@ frames = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None,
+@settings(max_examples=examples(150), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(depth=st.integers(min_value=0, max_value=5), units=st.lists(frames, max_size=8))
 def test_hypothesis_frames_get_a_protocol_answer(node: NodeProcess, depth: int,

@@ -8,7 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.run.test_run import mirrorchaos
+
+pytestmark = pytest.mark.campaign  # the campaign-tests session: two runs, a minute
 
 
 def run(tmp_path: Path, scenario: str) -> tuple[int, dict[str, Any]]:

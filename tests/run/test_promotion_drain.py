@@ -14,8 +14,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from harness.run.orchestrate import ACK_GRACE_SECONDS
 from tests.run.test_run import events, mirrorchaos
+
+pytestmark = pytest.mark.campaign  # the campaign-tests session
 
 NODES = ["n1", "n2", "n3"]
 SCENARIO = """\

@@ -109,6 +109,7 @@ def assert_killed_once(lines: list[dict[str, Any]]) -> None:
                for e in lines) >= 2
 
 
+@pytest.mark.campaign
 def test_a_kill_of_a_mirrored_master_keeps_every_confirmed_message(tmp_path: Path) -> None:
     """SIGKILL of the master under ha-mode all: transient messages survive on n2."""
     code, run_dir, output = run_kill(tmp_path)

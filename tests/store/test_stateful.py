@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from cluster.store import MessageStore
+from tests.examples import examples
 
 from .helpers import segments
 
@@ -100,4 +101,5 @@ class StoreMachine(RuleBasedStateMachine):
 
 
 TestStoreMachine = StoreMachine.TestCase
-TestStoreMachine.settings = settings(max_examples=200, stateful_step_count=50, deadline=None)
+TestStoreMachine.settings = settings(max_examples=examples(200), stateful_step_count=50,
+                                     deadline=None)
