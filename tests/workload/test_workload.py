@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -42,10 +43,16 @@ def direct(node: NodeProcess) -> Address:
 
 
 async def run_workload(node: NodeProcess, spec: WorkloadSpec, recorder: Recorder,
-                       seconds: float) -> bool:
+                       seconds: float, *, until: Counter[str] | None = None) -> bool:
+    """Run for ``seconds``, then on until the record holds at least ``until``'s counts
+    of its ops ("purge ok": 3): a loaded machine does fewer in the same time."""
     workload = Workload(spec, recorder, [NODE], {q: NODE for q in spec.queues}, direct(node))
     workload.start()
     await asyncio.sleep(seconds)
+    deadline = time.monotonic() + 60.0  # a hang guard, not a speed bound
+    while until and not recorder.figures.ops >= until:
+        assert time.monotonic() < deadline, f"the workload never did {dict(until)}"
+        await asyncio.sleep(0.1)
     await workload.stop_publishing()
     await asyncio.sleep(0.3)
     await workload.stop()
@@ -63,7 +70,8 @@ async def test_every_client_kind_records_a_valid_history(node: NodeProcess,
                         tx_batch=4, ack_delay=0.05)
     with writer(tmp_path, spec) as history:
         recorder = Recorder(history)
-        assert await run_workload(node, spec, recorder, 1.5)
+        assert await run_workload(node, spec, recorder, 1.5,
+                                  until=Counter({"confirm ok": 101}))
     events = lines(tmp_path / "history.jsonl")
     by = {(e["process"], e["op"], e["type"]) for e in events}
     for process in ("p1", "p2", "t1"):
@@ -167,7 +175,8 @@ async def test_requeuers_cancel_consumers_and_a_backlog_queue(node: NodeProcess,
     spec = WorkloadSpec(queues=("q1", "b1"), backlog_queues=("b1",), publishers=2,
                         consumers=1, requeuers=1, cancel_consumers=1, rate=60, prefetch=7)
     with writer(tmp_path, spec) as history:
-        assert await run_workload(node, spec, Recorder(history), 1.5)
+        assert await run_workload(node, spec, Recorder(history), 1.5,
+                                  until=Counter({"nack ok": 1, "reject ok": 2}))
     events = lines(tmp_path / "history.jsonl")
     consumes = {e["process"]: (e["cancel_on_failover"], e["prefetch"], e["queue"])
                 for e in events if e["op"] == "consume" and e["type"] == "ok"}
@@ -198,7 +207,8 @@ async def test_churners_declare_and_delete_queues_leaving_none_behind(
     every other one exclusive; the node lists none once the churner stopped."""
     spec = WorkloadSpec(publishers=1, consumers=1, churners=1, churn_rate=20, churn_keep=3)
     with writer(tmp_path, spec) as history:
-        assert await run_workload(node, spec, Recorder(history), 1.0)
+        assert await run_workload(node, spec, Recorder(history), 1.0,
+                                  until=Counter({"declare ok": 11}))
     churned = [e for e in lines(tmp_path / "history.jsonl") if e["process"] == "k1"
                and e["op"] in ("declare", "delete")]
     events = [e for e in churned if e["type"] == "ok"]
@@ -260,7 +270,8 @@ async def test_purgers_purge_the_backlog_and_publishes_go_through_the_exchange(
             declared = await channel.declare_queue(queue, durable=True)
             await declared.bind(exchange, routing_key=key)
     with writer(tmp_path, spec) as history:
-        assert await run_workload(node, spec, Recorder(history), 1.5)
+        assert await run_workload(node, spec, Recorder(history), 1.5,
+                                  until=Counter({"purge ok": 3}))
     events = lines(tmp_path / "history.jsonl")
     async with await aio_pika.connect(url) as connection:
         spy = await (await connection.channel()).declare_queue("spy", passive=True)
@@ -298,7 +309,8 @@ async def test_rollbacks_recovers_and_leavers(tmp_path: Path, breaks: tuple[str,
     try:
         node.start()
         with writer(tmp_path, spec) as history:
-            assert await run_workload(node, spec, Recorder(history), 1.5)
+            assert await run_workload(node, spec, Recorder(history), 1.5, until=Counter({
+                "confirm fail": 6, "confirm ok": 6, "recover ok": 2, "disconnect ok": 2}))
     finally:
         node.kill()
     events = lines(tmp_path / "history.jsonl")
