@@ -86,6 +86,7 @@ class ClientContext:
     address: Address
     stop_publishing: asyncio.Event  # set: publishers stop
     stop_all: asyncio.Event  # set: every client stops
+    clock: Callable[[], float] = time.monotonic  # what reconnect_delay is measured by
 
 
 class Client(abc.ABC):
@@ -115,14 +116,14 @@ class Client(abc.ABC):
         = "next"``), as an application follows a failover; a refused or failed connect
         waits out the rest of the delay, so a dead node is not hammered."""
         while self.running():
-            attempt_at = time.monotonic()
+            attempt_at = self.ctx.clock()
             connection = await self._connect()
             if connection is not None:
                 await self._session(connection)
             if self.running():
                 self._pick_node()
                 await _sleep_until(self.stop, attempt_at + self.spec.reconnect_delay
-                                   - time.monotonic())
+                                   - self.ctx.clock())
 
     def _pick_node(self) -> None:
         if self.spec.reconnect == "next":
