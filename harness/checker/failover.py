@@ -106,13 +106,16 @@ class _Failover:
         pause = window.pause
         worst = max(sorted(window.own), key=lambda p: window.own[p][1] - window.own[p][0],
                     default=None)
-        own = None if worst is None else window.own[worst]
         return {"fault": window.id, "kind": window.kind, "targets": list(window.targets),
                 "start": round(window.start - self.run.header.time, 6),
-                "pause": None if pause is None else round(pause[1] - pause[0], 6),
+                "pause": _length(pause),
                 "pause_from": None if pause is None else round(pause[0] - window.start, 6),
-                "publisher_pause": None if own is None else round(own[1] - own[0], 6),
+                "publisher_pause": None if worst is None else _length(window.own[worst]),
                 "publisher": worst}
+
+
+def _length(pause: Pause | None) -> float | None:
+    return None if pause is None else round(pause[1] - pause[0], 6)
 
 
 def _longer(best: Pause | None, candidate: Pause) -> Pause:
