@@ -122,8 +122,8 @@ class Client(abc.ABC):
                 await self._session(connection)
             if self.running():
                 self._pick_node()
-                await _sleep_until(self.stop, attempt_at + self.spec.reconnect_delay
-                                   - self.ctx.clock())
+                await _sleep_until(attempt_at + self.spec.reconnect_delay - self.ctx.clock(),
+                                   self.stop)
 
     def _pick_node(self) -> None:
         if self.spec.reconnect == "next":
@@ -211,7 +211,7 @@ class Publisher(Client):
         next_at = time.monotonic()
         try:
             while self.running():
-                await _sleep_until(self.stop, next_at - time.monotonic())
+                await _sleep_until(next_at - time.monotonic(), self.stop, broken)
                 next_at = max(next_at + interval, time.monotonic() - interval)
                 await self.window.acquire()
                 if broken.is_set() or channel.is_closed:
@@ -297,7 +297,7 @@ class TxPublisher(Client):
                                 rolled_back=True)
                 else:
                     self.record("confirm", "ok", msg=msg, queue=self.queue)
-            await _sleep_until(self.stop, interval)
+            await _sleep_until(interval, self.stop, broken)
 
 
 class Consumer(Client):
@@ -494,7 +494,7 @@ class Getter(Client):
             if broken.is_set():
                 raise ConnectionLost("connection closed")
             await get_one(self, queue)
-            await _sleep_until(self.stop, interval)
+            await _sleep_until(interval, self.stop, broken)
 
 
 class Churner(Client):
@@ -522,7 +522,7 @@ class Churner(Client):
             n = next(self.seq)
             await self._queue_op(channel, "declare", f"{CHURN_PREFIX}{self.id}.{n}",
                                  exclusive=n % 2 == 0)
-            await _sleep_until(self.stop, interval)
+            await _sleep_until(interval, self.stop, broken)
         while self.live:
             await self._queue_op(channel, "delete", self.live[0])
 
@@ -562,7 +562,7 @@ class Purger(Client):
         channel = await self.channel(connection)
         queue = await self.declare(channel)
         while self.running():
-            await _sleep_until(self.stop, self.spec.purge_interval)
+            await _sleep_until(self.spec.purge_interval, self.stop, broken)
             if broken.is_set():
                 raise ConnectionLost("connection closed")
             if not self.running():
@@ -617,20 +617,22 @@ async def _close(connection: AbstractConnection) -> None:
         await asyncio.wait_for(connection.close(), CONNECT_TIMEOUT)
 
 
-async def _sleep_until(stop: asyncio.Event, seconds: float) -> None:
-    """Sleep, but return early once ``stop`` is set."""
-    if seconds <= 0 or stop.is_set():
-        return
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), seconds)
+async def _sleep_until(seconds: float, *wake: asyncio.Event) -> None:
+    """Sleep, but return early once any of ``wake`` is set: a session's pauses wake on
+    its connection breaking too, so a client follows a failover at once, not at its
+    next tick."""
+    if seconds > 0 and not any(event.is_set() for event in wake):
+        await _first(*wake, timeout=seconds)
 
 
-async def _first(*events: asyncio.Event) -> asyncio.Event:
-    """The first of ``events`` to be set."""
+async def _first(*events: asyncio.Event, timeout: float | None = None) -> asyncio.Event | None:
+    """The first of ``events`` to be set; None when ``timeout`` passes first."""
     tasks = [asyncio.ensure_future(event.wait()) for event in events]
     try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(tasks, timeout=timeout,
+                                     return_when=asyncio.FIRST_COMPLETED)
     finally:
         for task in tasks:
             task.cancel()
-    return next(event for event, task in zip(events, tasks, strict=True) if task in done)
+    return next((event for event, task in zip(events, tasks, strict=True) if task in done),
+                None)

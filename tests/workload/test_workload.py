@@ -129,12 +129,14 @@ async def test_publishers_reconnect_after_the_node_drops_their_connections(
 
 async def test_a_publisher_follows_a_killed_node_to_the_next_at_once(
         node_factory: Callable[..., NodeProcess], tmp_path: Path) -> None:
-    """A session that outlived the reconnect delay is followed at once. The delay is an
-    hour, and the clients' clock moves an hour on when the node is killed: waiting out
-    the delay would hold the publisher past the test's timeout."""
+    """A session that outlived the reconnect delay is followed at once, and the
+    connection's loss wakes the publisher between two publishes. The delay and the
+    publish interval are an hour each, and the clients' clock moves an hour on when the
+    node is killed: waiting out either would hold the publisher past the test's
+    timeout."""
     nodes = {"n1": node_factory(name="n1"), "n2": node_factory(name="n2")}
     hour = 3600.0
-    spec = WorkloadSpec(publishers=1, consumers=0, rate=100, reconnect="next",
+    spec = WorkloadSpec(publishers=1, consumers=0, rate=1 / hour, reconnect="next",
                         reconnect_delay=hour)
     skipped = 0.0
 
