@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reports.describe import (
+    ANOMALY_COUNTS,
     AVAILABILITY_DEFINITION,
     FAILOVER_DEFINITION,
     LATENCY_FIGURES,
@@ -79,11 +80,17 @@ def _verdict(results: dict[str, Any]) -> RenderableType:
 
 
 def _counts(results: dict[str, Any]) -> RenderableType:
-    """Two column pairs: what the workload did, then what went wrong."""
+    """Two column pairs: what the workload did, then what went wrong. The anomalies every
+    run has come always; the many that checkers add come only when not zero (a run
+    that passed would otherwise list thirty zeros), and a caption counts the rest."""
     counts = counts_in_order(results.get("counts") or {})
     workload = [c for c in counts if c[0] in MESSAGE_COUNTS]
-    rest = [c for c in counts if c[0] not in MESSAGE_COUNTS]
-    table = Table(title="Counts", title_justify="left")
+    rest = [c for c in counts if c[0] in ANOMALY_COUNTS or
+            (c[0] not in MESSAGE_COUNTS and c[1])]
+    zeros = len(counts) - len(workload) - len(rest)
+    table = Table(title="Counts", title_justify="left",
+                  caption=f"{zeros} other counts are 0 (all are in results.json)"
+                  if zeros else None, caption_justify="left")
     for column in ("messages", "", "anomalies", ""):
         table.add_column(column, justify="right" if not column else "left")
     for i in range(max(len(workload), len(rest))):
