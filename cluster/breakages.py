@@ -16,7 +16,7 @@ VIOLATION_KINDS = frozenset({
     "lost", "lost-unacked", "duplicate", "resurrected", "reordered", "cancel-missing",
     "cancel-unexpected", "stalled", "overtaken", "split-brain", "disagreement",
     "wrong-promotion", "undeleted", "under-replicated", "over-replicated",
-    "node-unavailable", "autoheal-wrong-side", "unanswered", "unexpected",
+    "node-unavailable", "autoheal-wrong-side", "unanswered", "unexpected", "over-prefetch",
 })
 
 
@@ -193,6 +193,11 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "that outlived it (the last to stop is the master): it serves what its own "
              "disk holds at once", ("lost", "resurrected"),
              "every node stopped one at a time, then started in the order they stopped"),
+    Breakage("credit-forgets-held",
+             "after a failover a channel grants the new master credit for its consumers' "
+             "whole prefetch again, forgetting the deliveries they still hold from the "
+             "old one: they get more than their prefetch", ("over-prefetch",),
+             "master killed while consumers on other nodes hold deliveries"),
 )}
 
 
@@ -240,6 +245,7 @@ class Breaks:
     autoheal_no_restart: bool = False
     autoheal_wrong_winner: bool = False
     boot_no_wait: bool = False
+    credit_forgets_held: bool = False
 
     @classmethod
     def of(cls, names: list[str] | tuple[str, ...]) -> Breaks:

@@ -373,7 +373,10 @@ class ClusterQueue:
                 self.coordinator.forget_consumer(consumer)
                 consumer.channel.cancel_by_server(consumer)
             else:
-                self.granted[consumer] = 0
+                # What the consumer holds from the old master still counts against its
+                # prefetch (grant subtracts it); the planted bug credits it again.
+                self.granted[consumer] = (-consumer.unacked if breaks.credit_forgets_held
+                                          else 0)
                 self.coordinator.consume(self, consumer)
         self.dispatch()
 

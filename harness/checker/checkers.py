@@ -14,6 +14,7 @@ from harness.checker.latency import Latency
 from harness.checker.lost import Lost
 from harness.checker.ordering import Ordering
 from harness.checker.overtaken import Overtaken
+from harness.checker.prefetch import OverPrefetch
 from harness.checker.promotions import WrongPromotion
 from harness.checker.protocol import StreamingChecker
 from harness.checker.purges import Purged
@@ -33,7 +34,7 @@ def default_checkers(bucket_s: float = 1.0) -> list[StreamingChecker]:
     """One checker per concern; each becomes one JUnit test case in reports."""
     return [Completeness(), Lost(), LostUnacked(), Unexpected(), Duplicates(), Resurrected(),
             Recovered(), Unanswered(), Ordering(), Overtaken(), CancelMissing(),
-            CancelUnexpected(), Stalls(),
+            CancelUnexpected(), Stalls(), OverPrefetch(),
             *(Agreement(kind) for kind in AGREEMENT_KINDS), Undeleted(), Purged(),
             WrongPromotion(),
             AutohealWrongSide(), Latency(bucket_s), Throughput(bucket_s), Failover()]

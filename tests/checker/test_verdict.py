@@ -44,9 +44,10 @@ def test_a_healthy_history_is_valid_with_every_checker_agreeing() -> None:
     assert [p.checker for p in result.parts] == [
         "history", "lost", "lost-unacked", "unexpected", "duplicated", "resurrected",
         "recovered", "unanswered", "ordering", "overtaken", "cancel-missing",
-        "cancel-unexpected", "stalled", "disagreement", "split-brain", "sync-incomplete",
-        "under-replicated", "over-replicated", "node-unavailable", "undeleted", "purged",
-        "wrong-promotion", "autoheal-wrong-side", "latency", "throughput", "failover"]
+        "cancel-unexpected", "stalled", "over-prefetch", "disagreement", "split-brain",
+        "sync-incomplete", "under-replicated", "over-replicated", "node-unavailable",
+        "undeleted", "purged", "wrong-promotion", "autoheal-wrong-side", "latency",
+        "throughput", "failover"]
     assert all(p.valid is True for p in result.parts)
 
 

@@ -254,6 +254,22 @@ def test_break_unflagged_redelivery() -> None:
         assert all(method.redelivered is flagged for method, _ in again)
 
 
+def test_break_credit_forgets_held() -> None:
+    """A consumer on n3 (prefetch 3) holds three deliveries when the master's node dies:
+    the new master may send it nothing more until it answers them."""
+    for breaks, more in (((), 0), (("credit-forgets-held",), 3)):
+        sim = mirrored_queue(7, *breaks)
+        publish(sim, "n2", 10)
+        consumer = sim.client("n3")
+        consumer.send(1, commands.Basic.Qos(prefetch_count=3))
+        consume(consumer, "c")
+        sim.pump()
+        assert len(consumer.deliveries()) == 3
+        sim.kill("n1")
+        sim.pump()
+        assert len(consumer.deliveries()) == more
+
+
 @pytest.mark.parametrize(("breaks", "cancelled"), [
     ((), {"asked"}),
     (("no-failover-cancel",), set()),
