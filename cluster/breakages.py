@@ -17,6 +17,7 @@ VIOLATION_KINDS = frozenset({
     "cancel-unexpected", "stalled", "overtaken", "split-brain", "disagreement",
     "wrong-promotion", "undeleted", "under-replicated", "over-replicated",
     "node-unavailable", "autoheal-wrong-side", "unanswered", "unexpected", "over-prefetch",
+    "corrupted",
 })
 
 
@@ -198,6 +199,12 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "whole prefetch again, forgetting the deliveries they still hold from the "
              "old one: they get more than their prefetch", ("over-prefetch",),
              "master killed while consumers on other nodes hold deliveries"),
+    Breakage("sync-drops-properties",
+             "a mirror keeps only the body of each message a sync copies to it: the "
+             "message's properties (its id, headers, delivery mode) are gone",
+             ("corrupted",),
+             "a mirror restarted and synchronised while messages are queued, then "
+             "promoted"),
 )}
 
 
@@ -246,6 +253,7 @@ class Breaks:
     autoheal_wrong_winner: bool = False
     boot_no_wait: bool = False
     credit_forgets_held: bool = False
+    sync_drops_properties: bool = False
 
     @classmethod
     def of(cls, names: list[str] | tuple[str, ...]) -> Breaks:

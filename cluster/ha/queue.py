@@ -17,8 +17,10 @@ the master, which sends deliveries back.
 
 from __future__ import annotations
 
+import struct
 from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from cluster.core.message import Message
@@ -34,6 +36,9 @@ if TYPE_CHECKING:
 
 # Deliveries a consumer without a prefetch limit may have in flight from another node.
 CREDIT_WINDOW = 256
+# A content header of class basic (60) with no properties: all the planted bug
+# sync-drops-properties leaves of a synced message's header (weight, body size, flags).
+_BARE_HEADER = struct.Struct(">HHQH")
 
 
 def consumer_key(consumer: ChannelConsumer) -> str:
@@ -320,7 +325,10 @@ class ClusterQueue:
         if not batch:
             return
         have = {e.seq for e in copy.held(batch[0][0], batch[-1][0] + 1)}
+        drop_properties = self.coordinator.breaks.sync_drops_properties
         for seq, delivered, owner, message in batch:
+            if drop_properties:
+                message = replace(message, header=_BARE_HEADER.pack(60, 0, len(message.body), 0))
             if seq not in have:
                 copy.insert_old(Entry(seq, message, delivered, owner or ""))
 

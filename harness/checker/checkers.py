@@ -8,6 +8,7 @@ from harness.checker.autoheal import AutohealWrongSide
 from harness.checker.cancels import CancelMissing, CancelUnexpected
 from harness.checker.completeness import Completeness
 from harness.checker.compose import Composed
+from harness.checker.corrupted import Corrupted
 from harness.checker.duplicates import Duplicates
 from harness.checker.failover import Failover
 from harness.checker.latency import Latency
@@ -32,9 +33,9 @@ from harness.history.reader import History
 
 def default_checkers(bucket_s: float = 1.0) -> list[StreamingChecker]:
     """One checker per concern; each becomes one JUnit test case in reports."""
-    return [Completeness(), Lost(), LostUnacked(), Unexpected(), Duplicates(), Resurrected(),
-            Recovered(), Unanswered(), Ordering(), Overtaken(), CancelMissing(),
-            CancelUnexpected(), Stalls(), OverPrefetch(),
+    return [Completeness(), Lost(), LostUnacked(), Unexpected(), Corrupted(), Duplicates(),
+            Resurrected(), Recovered(), Unanswered(), Ordering(), Overtaken(),
+            CancelMissing(), CancelUnexpected(), Stalls(), OverPrefetch(),
             *(Agreement(kind) for kind in AGREEMENT_KINDS), Undeleted(), Purged(),
             WrongPromotion(),
             AutohealWrongSide(), Latency(bucket_s), Throughput(bucket_s), Failover()]

@@ -55,6 +55,14 @@ _OPS = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers=2,
 _REPLICAS = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers=3,
                          consumers=2, rate=60.0, prefetch=5, ack_delay=0.2,
                          client_nodes="spread", reconnect="next")
+# Every tenth message of each publisher a body in two frames: through the store, the
+# publishes to mirrors, syncs, promotions and a boot from disk, checked whole (content
+# and properties) on every delivery like every other message. The consumers fall behind
+# the publishers, so each holds its whole prefetch when the master dies.
+_CONTENT = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers=3,
+                        tx_publishers=1, consumers=2, getters=1, rate=20.0, prefetch=5,
+                        ack_delay=0.2, large_every=10, client_nodes="spread",
+                        reconnect="next")
 _PROMOTE_POLICY = {"ha-mode": "all", "ha-sync-mode": "manual",
                    "ha-promote-on-failure": "when-synced"}
 _ISOLATE_MASTER = {"kind": "isolate", "node": "master", "mode": "black-hole"}
@@ -105,6 +113,12 @@ def _last_replica(at: float) -> list[dict[str, object]]:
     return [_step(at, "sync-queue", {"queue": "q2"}),
             _step(at + 0.3, "sync-queue", {"queue": "q1"}),
             _step(at + 0.8, "kill", {"nodes": "mirror"}), *_cut_and_kill(at + 1.3)]
+
+
+def _syncs(at: float) -> list[dict[str, object]]:
+    """Both queues synchronised, half a second apart."""
+    return [_step(at, "sync-queue", {"queue": "q1"}),
+            _step(at + 0.5, "sync-queue", {"queue": "q2"})]
 
 
 def _full_restart(at: float) -> list[dict[str, object]]:
@@ -307,6 +321,18 @@ DETECTION: tuple[Scenario, ...] = (
                  *_youngest_left_behind(0.0), *_youngest_left_behind(8.0),
                  *_youngest_left_behind(16.0)]}),
              phases=Phases(warmup=3.0, faults=22.0, recovery=6.0, promotion_drain=True)),
+    Scenario("gauntlet-content", "what a message holds, on every path a copy takes: "
+             "every tenth body in two frames, every message's id, header and delivery "
+             "mode checked on delivery; a mirror restarted and synchronised, the master "
+             "killed twice with syncs between (promoted mirrors fed by syncs), every node "
+             "stopped and booted from disk; then a drain by promotion",
+             policy={"ha-mode": "all", "ha-sync-mode": "manual"}, workload=_CONTENT,
+             nemesis=NemesisSpec("sequence", options={"steps": [
+                 _step(0.0, "restart", {"nodes": "mirror"}),
+                 *_syncs(3.0), _step(6.0, "kill", _MASTER), _step(8.0, "heal"),
+                 *_syncs(10.0), _step(13.0, "kill", _MASTER), _step(15.0, "heal"),
+                 *_syncs(17.0), *_full_restart(19.0)]}),
+             phases=Phases(warmup=3.0, faults=26.0, recovery=6.0, promotion_drain=True)),
     Scenario("gauntlet-ops", "the master's other broadcasts and the cluster's metadata: "
              "a queue nobody consumes purged every 2 s (what a purge removed must never "
              "come back, also not from a mirror promoted later), every publish routed "

@@ -32,6 +32,7 @@ from aio_pika.abc import (
 from aio_pika.exceptions import AMQPError, ChannelInvalidStateError, DeliveryError
 from aiormq.abc import FieldTable
 
+from harness.workload import content
 from harness.workload.recorder import Recorder
 from harness.workload.spec import CHURN_PREFIX, WorkloadSpec
 
@@ -184,9 +185,14 @@ class Client(abc.ABC):
         return await channel.get_exchange(self.spec.exchange, ensure=False)
 
     def message(self, msg: str) -> aio_pika.Message:
-        mode = (aio_pika.DeliveryMode.PERSISTENT if self.spec.persistent
-                else aio_pika.DeliveryMode.NOT_PERSISTENT)
-        return aio_pika.Message(msg.encode(), delivery_mode=mode, message_id=msg)
+        return content.message(msg, self.spec)
+
+    def received(self, message: AbstractIncomingMessage) -> tuple[str, dict[str, Any]]:
+        """A delivery's message id, and ``corrupt`` (what differs from what was
+        published) for its line when it is not whole."""
+        msg = content.message_id(message.body)
+        corrupt = content.differences(msg, message.body, message, self.spec)
+        return msg, {} if corrupt is None else {"corrupt": corrupt}
 
 
 class Publisher(Client):
@@ -345,9 +351,9 @@ class Consumer(Client):
             return
 
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
-        msg = _payload(message)
+        msg, corrupt = self.received(message)
         self.record("deliver", "ok", msg=msg, queue=self.queue,
-                    redelivered=bool(message.redelivered), mode=self.mode)
+                    redelivered=bool(message.redelivered), mode=self.mode, **corrupt)
         if self.no_ack:
             return
         if self.spec.ack_delay:
@@ -398,11 +404,12 @@ class MultipleAcker(Consumer):
             await answer_of(message.ack(multiple=True))
         except CLIENT_ERRORS as exc:
             for m in covered:
-                self.record("ack", "fail", msg=_payload(m), queue=self.queue, multiple=True,
-                            error=_describe(exc))
+                self.record("ack", "fail", msg=content.message_id(m.body), queue=self.queue,
+                            multiple=True, error=_describe(exc))
         else:
             for m in covered:
-                self.record("ack", "ok", msg=_payload(m), queue=self.queue, multiple=True)
+                self.record("ack", "ok", msg=content.message_id(m.body), queue=self.queue,
+                            multiple=True)
 
 
 class Requeuer(Consumer):
@@ -589,9 +596,9 @@ async def get_one(client: Client, queue: AbstractQueue) -> str | None:
     if message is None:
         client.record("get", "ok", queue=client.queue, mode="ack")
         return None
-    msg = message.body.decode("utf-8", "replace")
+    msg, corrupt = client.received(message)
     client.record("get", "ok", msg=msg, queue=client.queue, mode="ack",
-                  redelivered=bool(message.redelivered))
+                  redelivered=bool(message.redelivered), **corrupt)
     try:
         await answer_of(message.ack())
     except CLIENT_ERRORS as exc:
@@ -602,11 +609,6 @@ async def get_one(client: Client, queue: AbstractQueue) -> str | None:
 
 
 # -- small asyncio helpers ---------------------------------------------------------------
-
-def _payload(message: AbstractIncomingMessage) -> str:
-    """The message id a delivery carries (whatever its body says)."""
-    return message.body.decode("utf-8", "replace")
-
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

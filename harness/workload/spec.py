@@ -21,6 +21,11 @@ class WorkloadSpec:
     tx_publishers: int = 0  # transactional publishers (t1, ...)
     rate: float = 50.0  # messages per second per publisher
     window: int = 50  # unconfirmed publishes per publisher
+    # Every N-th message of each publisher (0: none) is padded to ``large_size`` bytes,
+    # past one frame: bodies in several frames through the store, the mirrors, syncs and
+    # promotions, checked whole on delivery like every message (workload/content.py).
+    large_every: int = 0
+    large_size: int = 200_000
     prefetch: int = 20
     # Seconds a consumer holds each delivery before acking it: messages are in flight
     # (unacknowledged) when a fault strikes, so failovers requeue and redeliver them.

@@ -10,7 +10,8 @@ import inspect
 from pathlib import Path
 
 import pytest
-from pamqp import commands
+from pamqp import commands, frame, header
+from pamqp.body import ContentBody
 
 from cluster.breakages import CATALOGUE, VIOLATION_KINDS, Breaks
 from cluster.config import load_config
@@ -348,6 +349,40 @@ def test_break_sync_noop() -> None:
                 if node in queue_json(sim.brokers["n1"], replica(sim, "n1"))
                 ["synchronised_slave_nodes"]] == ["n2", "n3"]
         assert (held(sim, "n2"), held(sim, "n3")) == (copied, copied)
+
+
+def test_break_sync_drops_properties() -> None:
+    """A message queued before the mirrors joined: the sync must copy its properties
+    with its body (to the mirror promoted next), and a body in two frames whole."""
+    big = bytes(range(256)) * 800  # 204,800 bytes
+    sent = commands.Basic.Properties(delivery_mode=2, message_id="m1", headers={"h": "v"})
+    for breaks, properties in (((), sent), (("sync-drops-properties",),
+                                            commands.Basic.Properties())):
+        sim = SimCluster(["n1", "n2", "n3"], 8, breaks)
+        client = sim.client("n1")
+        client.send(1, commands.Queue.Declare(queue="ha.q", durable=True))
+        sim.pump()
+        client.send_raw(
+            frame.marshal(commands.Basic.Publish(routing_key="ha.q"), 1)
+            + frame.marshal(header.ContentHeader(0, len(big), sent), 1)
+            + b"".join(frame.marshal(ContentBody(big[i:i + 100_000]), 1)
+                       for i in range(0, len(big), 100_000)))
+        sim.pump()
+        sim.set_policy("n1", "^ha", {"ha-mode": "all"})
+        coordinator = sim.coordinators["n1"]
+        coordinator.sync(replica(sim, "n1"))
+        while coordinator.sync_step():
+            sim.pump()
+        sim.pump()
+        sim.kill("n1")
+        sim.pump()
+        consumer = sim.client("n2")
+        consume(consumer, "c")
+        sim.pump()
+        frames = consumer.drain()
+        (got,) = [v.properties for _, v in frames if isinstance(v, header.ContentHeader)]
+        assert got == properties
+        assert b"".join(v.value for _, v in frames if isinstance(v, ContentBody)) == big
 
 
 def test_break_cancelled_sync_counts() -> None:

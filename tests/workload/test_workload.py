@@ -66,7 +66,7 @@ async def test_every_client_kind_records_a_valid_history(node: NodeProcess,
                                                          tmp_path: Path) -> None:
     spec = WorkloadSpec(queues=("q1", "q2"), publishers=2, consumers=1, no_ack_consumers=1,
                         getters=1, tx_publishers=1, multiple_ackers=1, rate=100, get_rate=50,
-                        tx_batch=4, ack_delay=0.05)
+                        tx_batch=4, ack_delay=0.05, large_every=4)
     with writer(tmp_path, spec) as history:
         recorder = Recorder(history)
         assert await run_workload(node, spec, recorder, 1.5,
@@ -88,9 +88,12 @@ async def test_every_client_kind_records_a_valid_history(node: NodeProcess,
     published = {e["msg"] for e in events if e["op"] == "publish" and e["type"] == "invoke"}
     delivered = {e["msg"] for e in events if e["op"] in ("deliver", "get") and "msg" in e}
     assert delivered and delivered <= published
+    # every fourth message of a publisher went in several frames, and came back whole
+    assert any(int(m.rpartition("-")[2]) % 4 == 0 for m in delivered)
+    assert not [e for e in events if "corrupt" in e]
     result = check(read_history(tmp_path / "history.jsonl"))
     assert result.valid is True, (result.error, result.violations)
-    assert result.counts["lost"] == 0
+    assert result.counts["lost"] == 0 and result.counts["corrupted"] == 0
     assert result.counts["confirmed"] == recorder.figures.confirmed > 100
     assert result.counts["delivered"] == len(published)
 
