@@ -2,9 +2,11 @@
 
 An I/O-free model of the mirrored queue's documented behaviour (SPEC §2.3, seed 004),
 fed only with what the harness did (crashes, stops, restarts, partitions under
-``pause_minority``, policy changes, syncs) and with node-reported completed syncs, which
-can only make the model stricter. The broker's own claims about promotions or mirrors
-are never used: a broker that lies about them must not be able to excuse a loss.
+``pause_minority``, policy changes, syncs) and with node-reported completed syncs (also
+a mirror's synchronisation by draining), which can only make the model stricter: a
+mirror called synchronised must hold whatever its master holds. The broker's own
+claims about promotions or mirrors are never used: a broker that lies about them must
+not be able to excuse a loss.
 
 For one message the replay starts at its publish: every member then holds it. A mirror
 that joins later starts empty and holds it only after a sync completes while the master
@@ -53,9 +55,10 @@ class Change:
         return self.pattern is None or re.match(self.pattern, queue) is not None
 
 
-def changes_from(faults: Iterable[Fault], syncs: Iterable[tuple[float, str]],
+def changes_from(faults: Iterable[Fault], syncs: Iterable[tuple[float, str, str | None]],
                  nodes: tuple[str, ...], partition_handling: str) -> list[Change]:
-    """The record's membership changes in time order."""
+    """The record's membership changes in time order; ``syncs`` are the nodes' reports
+    of completed syncs (time, queue, and the one mirror's node or None for all)."""
     changes: list[Change] = []
     for f in faults:
         if not f.applied:
@@ -87,7 +90,8 @@ def changes_from(faults: Iterable[Fault], syncs: Iterable[tuple[float, str]],
             if back:
                 assert f.end is not None
                 changes.append(Change(f.end, JOIN, down, fault=f))
-    changes.extend(Change(t, SYNC, queue=q) for t, q in syncs)
+    changes.extend(Change(t, SYNC, () if node is None else (node,), queue=q)
+                   for t, q, node in syncs)
     changes.sort(key=lambda c: c.time)
     return changes
 
@@ -207,7 +211,7 @@ class Replay:
         elif change.kind == JOIN:
             self._join(change)
         elif change.kind == SYNC and change.applies_to(self.name):
-            self._sync()
+            self._sync(change.nodes)
         elif change.kind == POLICY and change.applies_to(self.name):
             self._policy(change)
 
@@ -277,12 +281,15 @@ class Replay:
             if node not in self.members and covers(self.policy, node, self.members):
                 self.members.append(node)  # empty and unsynchronised
 
-    def _sync(self) -> None:
+    def _sync(self, nodes: tuple[str, ...]) -> None:
+        """Every mirror synchronised, or those on ``nodes`` (a mirror synchronised by
+        draining): each then holds whatever the master holds."""
         if not self.members:
             return
-        self.synced = set(self.members)
+        done = [m for m in self.members if not nodes or m in nodes]
+        self.synced.update(done)
         if self.holders is not None and self.members[0] in self.holders:
-            self.holders.update(self.members)
+            self.holders.update(done)
 
     def _policy(self, change: Change) -> None:
         fid = change.fault.id if change.fault is not None else ""

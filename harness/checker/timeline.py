@@ -15,6 +15,8 @@ from harness.history.model import CRASH_FAULTS, PARTITION_FAULT, SHUTDOWN_FAULTS
 
 _DETAIL_KEYS = ("grudge", "links", "definition", "pattern", "queue", "cancelled")
 SYNCHRONISED = "synchronised"  # a completed sync-end's outcome
+# a master's report of a mirror synchronised by draining (a node-event)
+MIRROR_SYNCHRONISED = "mirror_synchronised"
 # faults after which the broker requeues unacked messages (consumers lose their channel
 # or the queue fails over), so later deliveries may legitimately be out of order
 _REQUEUE_FAULTS = CRASH_FAULTS | SHUTDOWN_FAULTS | {PARTITION_FAULT}
@@ -69,7 +71,9 @@ class Timeline:
         self.drained: dict[str | None, float] = {}  # queue (None: all) -> drain ok time
         self.drain_started: float | None = None
         self.drain_failed: list[tuple[str | None, str]] = []
-        self.syncs: list[tuple[float, str]] = []  # node-reported completed syncs
+        # node-reported completed syncs: (time, queue, the mirror's node, or None for
+        # every mirror); a mirror synchronised by draining is reported on its own
+        self.syncs: list[tuple[float, str, str | None]] = []
         # queue -> until when a purge of it may have removed what was published before
         # (a purge with no answer: the end of the run)
         self.purged_until: dict[str, float] = {}
@@ -202,7 +206,10 @@ class Timeline:
         # a cancelled sync says outcome "cancelled" (docs/history-format.md)
         if ev.op == "sync-end" and ev.get("outcome", SYNCHRONISED) == SYNCHRONISED \
                 and ev.queue is not None:
-            self.syncs.append((ev.time, ev.queue))
+            self.syncs.append((ev.time, ev.queue, None))
+        elif ev.get("event") == MIRROR_SYNCHRONISED and ev.queue is not None:
+            member = str(ev.get("member", ""))
+            self.syncs.append((ev.time, ev.queue, member.partition("/")[0]))
 
     # -- reading (after the pass) ------------------------------------------------------
 

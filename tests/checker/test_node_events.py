@@ -91,3 +91,22 @@ def test_a_sync_the_broker_reports_cancelled_does_not_make_the_mirrors_hold(
     results = check_path(tmp_path)
     assert results["valid"] is True
     assert [c["caveat"] for c in results["caveats"]] == ["unsynchronised-promotion"]
+
+
+@pytest.mark.parametrize(("member", "excused"), [("n2/6f1e", False), ("n3/9a2c", True)])
+def test_a_mirror_the_master_reports_synchronised_by_draining_holds_its_messages(
+        tmp_path: Path, member: str, excused: bool) -> None:
+    """The master's ``mirror_synchronised`` for one mirror (a sync by draining): that
+    mirror, and only it, must hold what the master holds. n2 is the heir: its report
+    makes the loss a violation; one about n3 leaves the excused unsynchronised
+    promotion."""
+    _mirrors_back_then_master_killed(tmp_path)
+    _node_file(tmp_path / "nodes" / "n1.events.jsonl",
+               {"ts": 0.0, "mono": 0.5, "node": "n1", "event": "mirror_synchronised",
+                "vhost": "/", "queue": "q", "member": member})
+    results = check_path(tmp_path)
+    assert results["valid"] is excused
+    if excused:
+        assert [c["caveat"] for c in results["caveats"]] == ["unsynchronised-promotion"]
+    else:
+        assert results["violations"][0]["messages"] == ["p1-1"]
