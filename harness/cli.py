@@ -12,7 +12,9 @@ from faults.toxiproxy import serve as serve_toxiproxy
 from harness import bench, demo
 from harness.checker import check_command
 from harness.run import add_run, add_scenarios
+from harness.runtime import ledger
 from harness.runtime.command import add_cluster_command
+from harness.runtime.process import stop_recorded
 from reports.command import add_report_parser
 from reports.power.command import add_power
 from reports.soak.command import add_soak
@@ -354,7 +356,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
+    # What a killed harness left (node processes, proxies, data and build directories,
+    # a build's mmdebstrap) goes as the next one starts. A toxiproxy server, started by
+    # a runtime through this command line, is no harness.
     try:
+        if args.command != "toxiproxy":
+            ledger.reap(stop_recorded)
         return handler(args)
     except KeyboardInterrupt:
         print("mirrorchaos: interrupted", file=sys.stderr)

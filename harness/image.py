@@ -5,7 +5,13 @@ sources and loaded with ``docker import``; where a registry exists, any base wit
 python3 and venv (e.g. ``python:3.11-slim``) can be named instead. Node image: the
 project and its dependencies as wheels built on the host, installed with pip from
 those files only, so the build needs no network. Both are tagged by a hash of what
-went into them and are never rebuilt while an image with that tag exists.
+goes into them, known before anything is built (the node image's: the project's files
+and the versions of its dependencies installed here), and are never built again while
+an image with that tag exists: a cached image costs no build, not even of the wheels.
+
+Each build works in a temporary directory of its own (`ledger.make_dir`) with its
+commands in a session of their own: an interrupted build ends them and removes the
+directory, and what a killed harness's build left is removed by the next harness.
 
 A first build takes minutes, so each step is told to a ``progress`` callback as it
 starts and as it ends, with its duration and the size of what it made (and
@@ -16,29 +22,38 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import fnmatch
 import hashlib
+import importlib.metadata
 import io
+import os
 import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
-import zipfile
+import tomllib
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import docker
 import docker.errors
 from docker.client import DockerClient
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from harness.runtime import ledger
 
 SUITE = "bookworm"
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "procps", "iproute2")
 BASE_REPOSITORY = "mirrorchaos-base"
 NODE_REPOSITORY = "mirrorchaos-node"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# pip builds the project's wheel in PROJECT_ROOT/build; builds take turns on this lock.
+BUILD_LOCK = PROJECT_ROOT / "build" / "mirrorchaos-image.lock"
 
 NODE_DOCKERFILE = """\
 ARG BASE
@@ -77,18 +92,46 @@ def _megabytes(size: int) -> str:
     return f"{size / 1e6:.1f} MB"
 
 
-def _run(step: str, command: list[str],
+@contextlib.contextmanager
+def _scratch(purpose: str) -> Iterator[Path]:
+    """A build's temporary directory, owned by this process (`ledger.make_dir`) so that
+    the next harness removes it if this one is killed; removed on the way out with
+    whatever still works or is mounted in it (`ledger.remove_dir`)."""
+    directory = ledger.make_dir(f"mirrorchaos-{purpose}-")
+    try:
+        yield directory
+    finally:
+        ledger.remove_dir(directory)
+
+
+def _run(step: str, command: list[str], scratch: Path,
          echo: Callable[[str], None] | None = None) -> None:
-    """Run ``command``; ``echo`` is told each line it prints as it comes (mmdebstrap's
-    stages, minutes of them), and a failure ends with the last lines."""
+    """Run ``command`` with its temporary files in ``scratch``, the build's directory;
+    ``echo`` is told each line it prints as it comes (mmdebstrap's stages, minutes of
+    them), and a failure ends with the last lines.
+
+    The command runs in a session of its own, which ends whole (mmdebstrap's apt and
+    dpkg, pip's build backends) when the harness is interrupted; after a SIGKILL of the
+    harness, the next one finds the session by the file in ``scratch`` its leader names
+    (`ledger.remove_dir`). Not PR_SET_PDEATHSIG: that signal reaches the direct child
+    only, comes when the starting thread (not process) ends, and needs a preexec_fn,
+    which can deadlock a harness that has threads."""
     tail: deque[str] = deque(maxlen=20)
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          stdin=subprocess.DEVNULL, text=True) as process:
-        assert process.stdout is not None
-        for line in process.stdout:
-            tail.append(line.rstrip())
-            if echo is not None and line.strip():
-                echo(f"{step}: {line.strip()}")
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, text=True, start_new_session=True,
+                               env={**os.environ, "TMPDIR": str(scratch)})
+    assert process.stdout is not None
+    try:
+        with process.stdout:
+            for line in process.stdout:
+                tail.append(line.rstrip())
+                if echo is not None and line.strip():
+                    echo(f"{step}: {line.strip()}")
+    except BaseException:
+        ledger.end_session(process.pid)
+        raise
+    finally:
+        process.wait()
     if process.returncode != 0:
         raise ImageBuildError(f"{step} failed (exit {process.returncode}): "
                               f"{' '.join(command)}\n" + "\n".join(tail))
@@ -118,13 +161,13 @@ def base_image(client: DockerClient, *, progress: Callable[[str], None]) -> str:
             "mmdebstrap is not installed: `apt-get install mmdebstrap`, or pass a base "
             "image that has python3 and python3-venv (e.g. python:3.11-slim)"
         )
-    with tempfile.TemporaryDirectory(prefix="mirrorchaos-rootfs-") as scratch:
-        rootfs = Path(scratch) / "rootfs.tar"
+    with _scratch("rootfs") as scratch:
+        rootfs = scratch / "rootfs.tar"
         step = _Step(progress, f"building the base root file system with mmdebstrap "
                                f"(Debian {SUITE}, {' '.join(BASE_PACKAGES)}; a minute or more)")
         _run("mmdebstrap", ["mmdebstrap", "--variant=apt",
                             f"--include={','.join(BASE_PACKAGES)}", SUITE, str(rootfs)],
-             echo=progress)
+             scratch, echo=progress)
         step.done(f"root fs tarball {_megabytes(rootfs.stat().st_size)}")
         step = _Step(progress, f"docker import of the root file system as {tag}")
         repository, _, version = tag.partition(":")
@@ -136,22 +179,69 @@ def base_image(client: DockerClient, *, progress: Callable[[str], None]) -> str:
     return tag
 
 
-def _build_wheels(directory: Path) -> None:
-    _run("building wheels", [sys.executable, "-m", "pip", "wheel", "--quiet",
-                             str(PROJECT_ROOT), "--wheel-dir", str(directory)])
+def _pyproject() -> dict[str, Any]:
+    return tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 
-def _context_hash(directory: Path, base: str) -> str:
-    """Hash what the wheels contain, not their zip bytes: a freshly built wheel of
-    unchanged sources differs in its timestamps and must not force a rebuild."""
-    digest = hashlib.sha256(f"{base}\n{NODE_DOCKERFILE}".encode())
-    for wheel in sorted(directory.iterdir()):
-        digest.update(wheel.name.encode())
-        with zipfile.ZipFile(wheel) as archive:
-            for member in sorted(archive.namelist()):
-                digest.update(member.encode())
-                digest.update(hashlib.sha256(archive.read(member)).digest())
-    return digest.hexdigest()[:16]
+def _dependency_pins() -> list[str]:
+    """``name==version`` for each distribution the project needs (pyproject.toml's
+    dependencies, theirs in turn), at the version installed here: the node runs what
+    the harness runs, and the image's tag can say so before anything is built."""
+    pins: dict[str, str] = {}
+    done: set[tuple[str, str]] = set()
+    # Each requirement with the extra of the distribution that wants it ("" for none).
+    wanted = [(Requirement(text), "") for text in _pyproject()["project"]["dependencies"]]
+    while wanted:
+        requirement, extra = wanted.pop()
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": extra}):
+            continue
+        try:
+            found = importlib.metadata.distribution(requirement.name)
+        except importlib.metadata.PackageNotFoundError:
+            raise ImageBuildError(
+                f"{requirement}, which the node image needs, is not installed in "
+                f"{sys.prefix}: install the project there (pip install -e .)") from None
+        if not requirement.specifier.contains(found.version, prereleases=True):
+            raise ImageBuildError(
+                f"the node image needs {requirement}, but {sys.prefix} has "
+                f"{found.version}: install the project there again (pip install -e .)")
+        name = canonicalize_name(requirement.name)
+        pins[name] = f"{name}=={found.version}"
+        for asked in ("", *requirement.extras):
+            if (name, asked) not in done:
+                done.add((name, asked))
+                wanted += [(Requirement(text), asked) for text in found.requires or ()]
+    return sorted(pins.values())
+
+
+def _project_files() -> list[Path]:
+    """pyproject.toml and every file of the packages it names: what the project's wheel
+    is built from."""
+    patterns = _pyproject()["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = [path for path in PROJECT_ROOT.iterdir() if path.is_dir()
+                and any(fnmatch.fnmatch(path.name, pattern) for pattern in patterns)]
+    return [PROJECT_ROOT / "pyproject.toml",
+            *sorted(path for package in packages for path in package.rglob("*")
+                    if path.is_file() and "__pycache__" not in path.parts)]
+
+
+def _node_tag(base: str, pins: list[str]) -> str:
+    """A hash of what goes into the node image: the base, the Dockerfile, the pinned
+    dependencies and the project's files (their bytes, not their times: the same
+    sources checked out again find the same image)."""
+    digest = hashlib.sha256("\n".join([base, NODE_DOCKERFILE, *pins]).encode())
+    for path in _project_files():
+        digest.update(f"{path.relative_to(PROJECT_ROOT)}\0".encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return f"{NODE_REPOSITORY}:{digest.hexdigest()[:16]}"
+
+
+def _build_wheels(scratch: Path, pins: list[str]) -> Path:
+    """The project's wheel and one for each pinned dependency, in ``scratch/wheels``."""
+    wheels = scratch / "wheels"
+    _run("building wheels", [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                             str(PROJECT_ROOT), *pins, "--wheel-dir", str(wheels)], scratch)
+    return wheels
 
 
 def _context_tar(directory: Path) -> io.BytesIO:
@@ -172,13 +262,12 @@ def _one_build_at_a_time(progress: Callable[[str], None]) -> Iterator[None]:
     side, test workers): pip builds the wheel in the project's build/ directory, which
     two builds at once tear apart; the second then finds the first one's image. A wait
     is told: the other build may take minutes."""
-    lock = PROJECT_ROOT / "build" / "mirrorchaos-image.lock"
-    lock.parent.mkdir(exist_ok=True)
-    with lock.open("a") as handle:
+    BUILD_LOCK.parent.mkdir(exist_ok=True)
+    with BUILD_LOCK.open("a") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            progress(f"waiting for another process's build of the node image ({lock})")
+            progress(f"waiting for another process's build of the node image ({BUILD_LOCK})")
             fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -197,17 +286,16 @@ def node_image(client: DockerClient, base: str | None = None, *,
 def _node_image(client: DockerClient, base: str | None,
                 progress: Callable[[str], None]) -> NodeImage:
     base = base or base_image(client, progress=progress)
-    with tempfile.TemporaryDirectory(prefix="mirrorchaos-wheels-") as scratch:
-        wheels = Path(scratch)
-        # Every time, cached image or not: the image's tag is the hash of the wheels.
+    pins = _dependency_pins()
+    tag = _node_tag(base, pins)
+    if _exists(client, tag):
+        progress(f"found cached image {tag}")
+        return NodeImage(tag, base)
+    with _scratch("wheels") as scratch:
         step = _Step(progress, "building wheels of the project and its dependencies")
-        _build_wheels(wheels)
+        wheels = _build_wheels(scratch, pins)
         made = list(wheels.iterdir())
         step.done(f"{len(made)} wheels, {_megabytes(sum(w.stat().st_size for w in made))}")
-        tag = f"{NODE_REPOSITORY}:{_context_hash(wheels, base)}"
-        if _exists(client, tag):
-            progress(f"found cached image {tag}")
-            return NodeImage(tag, base)
         step = _Step(progress, f"building node image {tag} from {base}")
         try:
             client.images.build(fileobj=_context_tar(wheels), custom_context=True, tag=tag,

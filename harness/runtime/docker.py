@@ -23,7 +23,8 @@ network per run (SPEC §4.1).
   harness's own user so those files stay the harness's to read and delete.
 * Everything carries the run's labels (`reaper.labels`); `stop` removes it all, an
   exception or Ctrl-C during start does too, and a run whose harness died is removed
-  by the reaper the next runtime runs first.
+  by the reaper the next runtime runs first; its data directory, owned by its harness
+  (`ledger.make_dir`), goes as the next harness starts.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ import contextlib
 import ipaddress
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -49,7 +49,7 @@ from faults.process.docker import ContainerNode, DockerProcesses
 from faults.topology import AMQP_PROBE, NODE_LINK_PROBE, NodeAddress, Topology
 from harness import image
 
-from . import reaper
+from . import ledger, process, reaper
 from .base import ClusterSpec, ClusterStartError
 from .common import ClusterBase, wait_formed
 
@@ -119,6 +119,7 @@ class DockerRuntime:
         self.detached = detached
 
     def start(self, spec: ClusterSpec) -> DockerCluster:
+        ledger.reap(process.stop_recorded)  # before a build: a dead build's mmdebstrap too
         try:
             client = self.client or image.connect()
             reaper.reap(client)
@@ -127,7 +128,7 @@ class DockerRuntime:
         except image.ImageBuildError as exc:
             raise ClusterStartError(f"run {spec.run_id}: {exc}") from exc
         own_base = spec.base_dir is None
-        base_dir = Path(tempfile.mkdtemp(prefix=f"mirrorchaos-{spec.run_id}-")) \
+        base_dir = ledger.make_dir(f"mirrorchaos-{spec.run_id}-", owned=not self.detached) \
             if spec.base_dir is None else spec.base_dir.resolve()
         try:
             return self._start(spec, client, tag, base_dir, own_base)

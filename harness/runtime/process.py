@@ -7,7 +7,8 @@ those, every node uses 127.0.0.1. Toxiproxy is whatever `find_toxiproxy` finds, 
 the project's own server as a subprocess, with its proxies on 127.0.0.1. Processes run
 in sessions of their own, so a detached cluster (`mirrorchaos cluster up`) outlives
 the command; `record` describes it for `stop_recorded`. Any other run is written in
-the `ledger` while it lives, and the next runtime stops it if its harness died.
+the `ledger` while it lives, with its data directory owned by its harness
+(`ledger.make_dir`): the next harness to start stops and removes them if that one died.
 
 Where FUSE works, each node sees its data directory through a lazy file system
 (faults/lazyfs) so the ``power-loss`` fault can lose what the node had not fsynced;
@@ -22,8 +23,6 @@ import shutil
 import signal
 import socket
 import sys
-import tempfile
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -156,7 +155,7 @@ class ProcessRuntime:
         ledger.reap(stop_recorded)
         lazyfs, no_lazyfs = self._lazyfs()
         own_base = spec.base_dir is None
-        base_dir = Path(tempfile.mkdtemp(prefix=f"mirrorchaos-{spec.run_id}-")) \
+        base_dir = ledger.make_dir(f"mirrorchaos-{spec.run_id}-", owned=not self.detached) \
             if spec.base_dir is None else spec.base_dir
         base_dir.mkdir(parents=True, exist_ok=True)
         try:
@@ -239,25 +238,11 @@ def stop_recorded(record: dict[str, Any]) -> None:
             process = psutil.Process(identity["pid"])
             if process.create_time() == identity["started"] and process not in procs:
                 procs.append(process)
-    _end(procs)
-    _end(_started_in(base_dir, "faults.lazyfs", "--mount"))
+    ledger.end(procs, STOP_TIMEOUT)
+    ledger.end(_started_in(base_dir, "faults.lazyfs", "--mount"), STOP_TIMEOUT)
     unmount_under(base_dir)  # what a SIGKILLed lazyfs left mounted
     if record.get("own_base"):
         shutil.rmtree(base_dir, ignore_errors=True)
-
-
-def _end(procs: Iterable[psutil.Process]) -> None:
-    """SIGTERM, then SIGKILL what has not exited after `STOP_TIMEOUT`."""
-    procs = list(procs)
-    for process in procs:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.resume()  # a paused process must run to act on SIGTERM
-            process.terminate()
-    _, alive = psutil.wait_procs(procs, timeout=STOP_TIMEOUT)
-    for process in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.kill()
-    psutil.wait_procs(alive, timeout=STOP_TIMEOUT)
 
 
 def _started_in(base_dir: Path, module: str, flag: str) -> list[psutil.Process]:

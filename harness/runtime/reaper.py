@@ -27,8 +27,13 @@ DETACHED = "mirrorchaos.detached"
 def labels(run_id: str, *, detached: bool = False) -> dict[str, str]:
     if detached:
         return {RUN: run_id, DETACHED: "true"}
+    return {RUN: run_id, **owner()}
+
+
+def owner() -> dict[str, str]:
+    """This process as the owner of what it makes, in the terms `owner_alive` checks."""
     me = psutil.Process()
-    return {RUN: run_id, OWNER_PID: str(me.pid), OWNER_STARTED: repr(me.create_time()),
+    return {OWNER_PID: str(me.pid), OWNER_STARTED: repr(me.create_time()),
             OWNER_HOST: socket.gethostname()}
 
 

@@ -18,9 +18,11 @@ pytestmark = pytest.mark.docker
 BUILD = """
 import sys
 from pathlib import Path
-from harness.image import _build_wheels, _one_build_at_a_time
+from harness.image import _build_wheels, _dependency_pins, _one_build_at_a_time
+scratch = Path(sys.argv[1])
+scratch.mkdir()
 with _one_build_at_a_time(print):
-    _build_wheels(Path(sys.argv[1]))
+    _build_wheels(scratch, _dependency_pins())
 """
 
 
@@ -31,5 +33,6 @@ def test_wheel_builds_in_two_processes_at_once_both_succeed(tmp_path: Path) -> N
     outputs = [build.communicate(timeout=300)[0] for build in builds]
     assert [build.returncode for build in builds] == [0, 0], outputs
     for i in range(2):
-        assert [p.name.split("-")[0] for p in (tmp_path / f"w{i}").glob("mirrorchaos-*.whl")] \
+        wheels = tmp_path / f"w{i}" / "wheels"
+        assert [p.name.split("-")[0] for p in wheels.glob("mirrorchaos-*.whl")] \
             == ["mirrorchaos"]

@@ -33,5 +33,6 @@ def run_objects(client: DockerClient, run_id: str) -> list[str]:
 
 @functools.cache
 def node_image_tag(client: DockerClient) -> str:
-    """Once per test session: finding the cached image still builds the wheels."""
+    """Once per test session: the first finds (or builds) the image, the others ask the
+    engine nothing."""
     return image.node_image(client, progress=no_progress).tag
