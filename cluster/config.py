@@ -1,8 +1,8 @@
 """Node configuration: command-line settings plus an optional TOML file.
 
-A config file may hold a ``[node]`` table (broker limits), and ``[[users]]``,
-``[[vhosts]]`` and ``[[permissions]]`` arrays. Any unknown or mistyped key is an error
-naming the file and the key.
+A config file may hold a ``[node]`` table (broker limits, ``loopback_users``), and
+``[[users]]``, ``[[vhosts]]`` and ``[[permissions]]`` arrays. Any unknown or mistyped
+key is an error naming the file and the key.
 """
 
 from __future__ import annotations
@@ -49,6 +49,9 @@ _FILE_TYPES: dict[str, type] = {"int": int, "str": str, "list[str]": list}
 def _typed(path: Path, where: str, value: Any, expected: type) -> Any:
     if expected is int and (isinstance(value, bool) or not isinstance(value, int)):
         raise ConfigError(f"{path}: {where} must be an integer, got {value!r}")
+    if expected is list and not (isinstance(value, list)
+                                 and all(isinstance(item, str) for item in value)):
+        raise ConfigError(f"{path}: {where} must be a list of strings, got {value!r}")
     if expected is not int and not isinstance(value, expected):
         raise ConfigError(f"{path}: {where} must be {expected.__name__}, got {value!r}")
     return value

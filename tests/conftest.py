@@ -12,18 +12,18 @@ from harness.process_node import NodeProcess
 
 @pytest.fixture
 def node_factory(tmp_path: Path) -> Iterator[Callable[..., NodeProcess]]:
-    """Start nodes with ``node_factory(name=..., config_text=...)``; all are killed at the
-    end of the test, and a failing test shows each node's log tail."""
+    """Start nodes with ``node_factory(name=..., config_text=..., host=...)``; all are
+    killed at the end of the test, and a failing test shows each node's log tail."""
     started: list[NodeProcess] = []
 
     def start(name: str = "rabbit@n1", config_text: str | None = None,
-              mgmt: bool = True) -> NodeProcess:
+              mgmt: bool = True, host: str = "127.0.0.1") -> NodeProcess:
         data_dir = tmp_path / name.replace("@", "_")
         config_path = None
         if config_text is not None:
             config_path = tmp_path / f"{name.replace('@', '_')}.toml"
             config_path.write_text(config_text)
-        node = NodeProcess(name, data_dir, config_path=config_path)
+        node = NodeProcess(name, data_dir, host=host, config_path=config_path)
         if not mgmt:
             node.mgmt_port = None
         started.append(node)

@@ -218,15 +218,7 @@ class Channel:
     # -- permissions --------------------------------------------------------------------
 
     def check(self, access: Access, kind: str, resource: str) -> None:
-        """``access`` (configure, write or read) to the ``kind`` (queue or exchange)
-        named ``resource``, by the user's permissions on the vhost."""
-        connection = self.connection
-        if not self.broker.users.allows(connection.user, self.vhost.name, access, resource):
-            raise ChannelError(
-                ACCESS_REFUSED,
-                f"access to {self.vhost.describe(kind, resource)} refused for user "
-                f"'{connection.user}'",
-            )
+        self.broker.check_access(self.connection.user, self.vhost, access, kind, resource)
 
     def _queue_name(self, name: str) -> str:
         if name:

@@ -30,6 +30,7 @@ from cluster.amqp.errors import (
     ChannelError,
     ConnectionError_,
 )
+from cluster.core.users import may_log_in_from
 
 if TYPE_CHECKING:
     from cluster.core.broker import Broker
@@ -271,21 +272,10 @@ class Connection:
             raise ConnectionError_(
                 ACCESS_REFUSED, f"malformed {method.mechanism} response: {error}", 10, 11
             ) from error
-        if self.broker.users.authenticate(user, password) is None:
-            if not self.capabilities.get("authentication_failure_close"):
-                # RabbitMQ only explains a refused login to clients that say they can
-                # take it; to the others it just hangs up.
-                self.broker.record_connection_error(self, ConnectionError_(
-                    ACCESS_REFUSED, f"login refused for user '{user}'"))
-                self._finish(f"login refused for user '{user}'")
-                return
-            raise ConnectionError_(
-                ACCESS_REFUSED,
-                f"Login was refused using authentication mechanism {method.mechanism}. "
-                "For details see the broker logfile.",
-                10,
-                11,
-            )
+        refusal = self._login_refusal(user, password)
+        if refusal is not None:
+            self._refuse_login(method.mechanism, refusal)
+            return
         self.user = user
         self.state = State.AWAIT_TUNE_OK
         config = self.broker.config
@@ -293,6 +283,33 @@ class Connection:
             channel_max=config.channel_max,
             frame_max=config.frame_max,
             heartbeat=config.heartbeat,
+        ))
+
+    def _login_refusal(self, user: str, password: str) -> str | None:
+        """Why ``user`` may not log in (RabbitMQ's wording), or None when she may."""
+        if self.broker.users.authenticate(user, password) is None:
+            return f"user '{user}' - invalid credentials"
+        peer_host = self.peer.rpartition(":")[0]
+        if not may_log_in_from(user, peer_host, self.broker.config.loopback_users):
+            return f"user '{user}' can only connect via localhost"
+        return None
+
+    def _refuse_login(self, mechanism: str, refusal: str) -> None:
+        """The event log gets the reason. Clients get what RabbitMQ gives them: one that
+        says it can take it (authentication_failure_close) a connection.close without
+        the reason, which would tell a guesser what was wrong; others a hung-up socket."""
+        reason = f"{mechanism} login refused: {refusal}"
+        self.broker.record_connection_error(
+            self, ConnectionError_(ACCESS_REFUSED, reason, 10, 11))
+        if not self.capabilities.get("authentication_failure_close"):
+            self._finish(reason)
+            return
+        self._send_close(ConnectionError_(
+            ACCESS_REFUSED,
+            f"Login was refused using authentication mechanism {mechanism}. "
+            "For details see the broker logfile.",
+            10,
+            11,
         ))
 
     def _tune_ok(self, method: commands.Connection.TuneOk) -> None:
@@ -422,9 +439,12 @@ class Connection:
         """Hard error: close every channel and send connection.close with the reason."""
         if self.state in (State.CLOSING, State.CLOSED):
             return
+        self.broker.record_connection_error(self, error)
+        self._send_close(error)
+
+    def _send_close(self, error: ConnectionError_) -> None:
         self._close_all_channels()
         self.close_reason = error.reply_text
-        self.broker.record_connection_error(self, error)
         if self.state is State.AWAIT_HEADER:
             self._finish(error.reply_text)
             return

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from cluster.amqp.channel import Channel
 from cluster.amqp.connection import Connection, State
-from cluster.amqp.errors import AMQPError, ChannelError, ConnectionError_
+from cluster.amqp.errors import ACCESS_REFUSED, AMQPError, ChannelError, ConnectionError_
 from cluster.breakages import Breaks
 from cluster.core.message import Message
 from cluster.core.policy import Policy, effective_policy
 from cluster.core.queue import MessageLog, Queue
-from cluster.core.users import Permission, Users
+from cluster.core.users import Access, Permission, Users
 from cluster.core.vhost import VirtualHost
 
 if TYPE_CHECKING:
@@ -43,6 +43,9 @@ class BrokerConfig:
     max_message_size: int = 128 * 1024 * 1024
     # Bytes of message bodies held in queues above which publishers are blocked.
     memory_high_watermark: int = 1 << 30
+    # Users who may log in (AMQP and management API) only from a loopback address, as
+    # RabbitMQ's loopback_users: guest's password is no secret.
+    loopback_users: list[str] = field(default_factory=lambda: ["guest"])
     # Deliberate defects, for showing that the harness catches a broken broker
     # (``--break``; see cluster.breakages). All off in every real use.
     breaks: Breaks = field(default_factory=Breaks)
@@ -119,6 +122,17 @@ class Broker:
 
     def set_permissions(self, user: str, vhost: str, permission: Permission) -> None:
         self.users.set_permissions(user, vhost, permission)
+
+    def check_access(self, user: str, vhost: VirtualHost, access: Access, kind: str,
+                     resource: str) -> None:
+        """``access`` (configure, write or read) to the ``kind`` (queue or exchange)
+        named ``resource``, by ``user``'s permissions on ``vhost``: for AMQP clients and
+        management API writes alike."""
+        if not self.users.allows(user, vhost.name, access, resource):
+            raise ChannelError(
+                ACCESS_REFUSED,
+                f"access to {vhost.describe(kind, resource)} refused for user '{user}'",
+            )
 
     def server_properties(self) -> dict[str, Any]:
         return {

@@ -1,12 +1,15 @@
-"""Users, password checks and per-vhost permissions (configure / write / read regexes)."""
+"""Users, password checks, per-vhost permissions (configure / write / read regexes) and
+which users may log in from loopback addresses only."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
 import hmac
+import ipaddress
 import os
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -25,6 +28,24 @@ def _check_password(password: str, stored: str) -> bool:
     return hmac.compare_digest(hash_password(password, raw[:4]), stored)
 
 
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8 or ::1, also written as an IPv4-mapped IPv6 address (a dual-stack
+    listener's form); anything else, a host name included, is not."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
+def may_log_in_from(user: str, host: str, loopback_users: Collection[str]) -> bool:
+    """RabbitMQ's ``loopback_users``: the users named there (``guest`` by default, whose
+    password everyone knows) log in only from a loopback address; others from anywhere."""
+    return user not in loopback_users or is_loopback(host)
+
+
 @dataclass(slots=True)
 class Permission:
     configure: str = ".*"
@@ -41,10 +62,6 @@ class User:
     name: str
     password_hash: str
     tags: list[str] = field(default_factory=list)
-
-    @property
-    def is_administrator(self) -> bool:
-        return "administrator" in self.tags
 
 
 class Users:

@@ -1,12 +1,16 @@
 """The node's management API: HTTP with JSON shaped like RabbitMQ's management plugin
 (SPEC §2.4). `mqctl` is its command-line client.
 
-Every request needs HTTP basic authentication with a broker user. Any user may read;
-changes (PUT, POST, DELETE) need the ``administrator`` tag. Errors are
-``{"error": ..., "reason": ...}``: 401 bad or missing credentials, 403 not an
-administrator, 404 unknown object, 400 bad body (the reason names the field), 503
-``app_stopped`` while the broker application is stopped. Vhost names are URL-encoded
-(``%2F`` is ``/``).
+Every request needs HTTP basic authentication with a broker user who has one of the
+tags ``management``, ``policymaker``, ``monitoring``, ``administrator``; what each may
+do per route is RabbitMQ's (`cluster.mgmt.access`; the table is in the README, under
+"Management API permissions"). Users in the node's ``loopback_users`` (guest) are
+refused unless they come from a loopback address. Errors are ``{"error": ...,
+"reason": ...}``: 401 ``not_authorized`` bad or missing credentials, 401
+``not_authorised`` a user refused (RabbitMQ's reasons: ``Not management user``, ``Not
+administrator user``, ...), 404 unknown object, 400 bad body (the reason names the
+field), 503 ``app_stopped`` while the broker application is stopped. Vhost names are
+URL-encoded (``%2F`` is ``/``).
 
 Endpoints::
 

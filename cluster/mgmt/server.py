@@ -10,6 +10,7 @@ import logging
 import os
 import re
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import BasicAuth, hdrs, web
@@ -17,13 +18,14 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler, LooseHeaders, Middleware
 
 from cluster.amqp.connection import Connection
-from cluster.amqp.errors import NOT_FOUND, AMQPError
+from cluster.amqp.errors import NOT_FOUND, AMQPError, ChannelError
 from cluster.core.broker import PRODUCT, VERSION, Broker
 from cluster.core.policy import Policy, PolicyError
-from cluster.core.users import Permission, User, Users
+from cluster.core.users import Permission, User, Users, may_log_in_from
 from cluster.core.vhost import AnyQueue, VirtualHost
 from cluster.ha.queue import ClusterQueue
-from cluster.mgmt import shapes
+from cluster.mgmt import access, shapes
+from cluster.mgmt.access import Guard, Listing
 
 if TYPE_CHECKING:
     from cluster.node import Node
@@ -31,6 +33,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("mirrorchaos.mgmt")
 
 REALM = 'Basic realm="RabbitMQ Management"'
+# RabbitMQ's two 401s: credentials wrong or missing (a browser asks for others), and a
+# user who is known but may not do this.
+NOT_AUTHENTICATED = "not_authorized"
+NOT_AUTHORISED = "not_authorised"
 HASHING_ALGORITHM = "rabbit_password_hashing_sha256"
 HASH_BYTES = 4 + 32  # salt and SHA-256 digest, as `cluster.core.users.hash_password` stores
 READS = ("GET", "HEAD")
@@ -57,6 +63,10 @@ def bad_request(reason: str) -> ApiError:
 
 def not_found(reason: str) -> ApiError:
     return ApiError(404, "Object Not Found", reason)
+
+
+def not_authorised(reason: str) -> ApiError:
+    return ApiError(401, NOT_AUTHORISED, reason)
 
 
 def _from_amqp(error: AMQPError) -> ApiError:
@@ -180,43 +190,48 @@ class ManagementApi:
         return self.node.config.broker.node_name
 
     def routes(self) -> list[web.RouteDef]:
+        """Every route with its `Guard` (the table in the README)."""
+        guarded = self._guarded
+        management, vhost, policies = Guard.MANAGEMENT, Guard.VHOST, Guard.POLICIES
+        monitoring, admin = Guard.MONITORING, Guard.ADMINISTRATOR
         return [
-            web.get("/api/overview", self.overview),
-            web.get("/api/nodes", self.list_nodes),
-            web.get("/api/nodes/{node}", self.get_node),
-            web.post("/api/nodes/{node}/actions", self.node_action),
-            web.get("/api/queues", self.list_queues),
-            web.get("/api/queues/{vhost}", self.list_queues),
-            web.get("/api/queues/{vhost}/{name}", self.get_queue),
-            web.put("/api/queues/{vhost}/{name}", self.put_queue),
-            web.delete("/api/queues/{vhost}/{name}", self.delete_queue),
-            web.post("/api/queues/{vhost}/{name}/actions", self.queue_action),
-            web.get("/api/exchanges", self.list_exchanges),
-            web.get("/api/exchanges/{vhost}", self.list_exchanges),
-            web.get("/api/exchanges/{vhost}/{name}", self.get_exchange),
-            web.get("/api/bindings", self.list_bindings),
-            web.get("/api/bindings/{vhost}", self.list_bindings),
-            web.get("/api/connections", self.list_connections),
-            web.get("/api/channels", self.list_channels),
-            web.get("/api/consumers", self.list_consumers),
-            web.get("/api/vhosts", self.list_vhosts),
-            web.get("/api/vhosts/{vhost}", self.get_vhost),
-            web.put("/api/vhosts/{vhost}", self.put_vhost),
-            web.delete("/api/vhosts/{vhost}", self.delete_vhost),
-            web.get("/api/vhosts/{vhost}/permissions", self.list_permissions),
-            web.get("/api/users", self.list_users),
-            web.get("/api/users/{user}", self.get_user),
-            web.put("/api/users/{user}", self.put_user),
-            web.delete("/api/users/{user}", self.delete_user),
-            web.get("/api/permissions", self.list_permissions),
-            web.get("/api/permissions/{vhost}/{user}", self.get_permission),
-            web.put("/api/permissions/{vhost}/{user}", self.put_permission),
-            web.delete("/api/permissions/{vhost}/{user}", self.delete_permission),
-            web.get("/api/policies", self.list_policies),
-            web.get("/api/policies/{vhost}", self.list_policies),
-            web.get("/api/policies/{vhost}/{name}", self.get_policy),
-            web.put("/api/policies/{vhost}/{name}", self.put_policy),
-            web.delete("/api/policies/{vhost}/{name}", self.delete_policy),
+            web.get("/api/overview", guarded(management, self.overview)),
+            web.get("/api/nodes", guarded(monitoring, self.list_nodes)),
+            web.get("/api/nodes/{node}", guarded(monitoring, self.get_node)),
+            web.post("/api/nodes/{node}/actions", guarded(admin, self.node_action)),
+            web.get("/api/queues", guarded(vhost, self.list_queues)),
+            web.get("/api/queues/{vhost}", guarded(vhost, self.list_queues)),
+            web.get("/api/queues/{vhost}/{name}", guarded(vhost, self.get_queue)),
+            web.put("/api/queues/{vhost}/{name}", guarded(vhost, self.put_queue)),
+            web.delete("/api/queues/{vhost}/{name}", guarded(vhost, self.delete_queue)),
+            web.post("/api/queues/{vhost}/{name}/actions", guarded(admin, self.queue_action)),
+            web.get("/api/exchanges", guarded(vhost, self.list_exchanges)),
+            web.get("/api/exchanges/{vhost}", guarded(vhost, self.list_exchanges)),
+            web.get("/api/exchanges/{vhost}/{name}", guarded(vhost, self.get_exchange)),
+            web.get("/api/bindings", guarded(vhost, self.list_bindings)),
+            web.get("/api/bindings/{vhost}", guarded(vhost, self.list_bindings)),
+            web.get("/api/connections", guarded(management, self.list_connections)),
+            web.get("/api/channels", guarded(management, self.list_channels)),
+            web.get("/api/consumers", guarded(management, self.list_consumers)),
+            web.get("/api/vhosts", guarded(management, self.list_vhosts)),
+            web.get("/api/vhosts/{vhost}", guarded(admin, self.get_vhost)),
+            web.put("/api/vhosts/{vhost}", guarded(admin, self.put_vhost)),
+            web.delete("/api/vhosts/{vhost}", guarded(admin, self.delete_vhost)),
+            web.get("/api/vhosts/{vhost}/permissions", guarded(admin, self.list_permissions)),
+            web.get("/api/users", guarded(admin, self.list_users)),
+            web.get("/api/users/{user}", guarded(admin, self.get_user)),
+            web.put("/api/users/{user}", guarded(admin, self.put_user)),
+            web.delete("/api/users/{user}", guarded(admin, self.delete_user)),
+            web.get("/api/permissions", guarded(admin, self.list_permissions)),
+            web.get("/api/permissions/{vhost}/{user}", guarded(admin, self.get_permission)),
+            web.put("/api/permissions/{vhost}/{user}", guarded(admin, self.put_permission)),
+            web.delete("/api/permissions/{vhost}/{user}",
+                       guarded(admin, self.delete_permission)),
+            web.get("/api/policies", guarded(vhost, self.list_policies)),
+            web.get("/api/policies/{vhost}", guarded(vhost, self.list_policies)),
+            web.get("/api/policies/{vhost}/{name}", guarded(policies, self.get_policy)),
+            web.put("/api/policies/{vhost}/{name}", guarded(policies, self.put_policy)),
+            web.delete("/api/policies/{vhost}/{name}", guarded(policies, self.delete_policy)),
         ]
 
     # -- authentication ------------------------------------------------------------------
@@ -230,17 +245,39 @@ class ManagementApi:
         users.load_definitions(self.node.definitions.load() or {})
         return users
 
-    def authenticate(self, header: str | None) -> User:
+    def authenticate(self, header: str | None, peer_host: str) -> User:
+        """The user the request's credentials name, if she may use the API at all from
+        ``peer_host`` (the checks and reasons of RabbitMQ, in its order)."""
         if header is None:
-            raise ApiError(401, "not_authorized", "HTTP basic authentication required")
+            raise ApiError(401, NOT_AUTHENTICATED, "HTTP basic authentication required")
         try:
             credentials = BasicAuth.decode(header)
         except ValueError as error:
-            raise ApiError(401, "not_authorized", f"bad Authorization header: {error}") from error
+            raise ApiError(401, NOT_AUTHENTICATED,
+                           f"bad Authorization header: {error}") from error
         user = self._users().authenticate(credentials.login, credentials.password)
         if user is None:
-            raise ApiError(401, "not_authorized", "Login failed")
+            raise ApiError(401, NOT_AUTHENTICATED, "Login failed")
+        if not may_log_in_from(user.name, peer_host, self.node.config.broker.loopback_users):
+            raise not_authorised("User can only log in via localhost")
         return user
+
+    def _guarded(self, guard: Guard,
+                 handler: Callable[[web.Request], Awaitable[web.Response]]) -> Handler:
+        """``handler``, answering 401 to a user whose tags ``guard`` refuses."""
+        async def guarded(request: web.Request) -> web.StreamResponse:
+            user: User = request["user"]
+            vhost = request.match_info.get("vhost")
+            broker = self.node.broker
+            opens_vhost = (vhost is None
+                           or self._users().can_access_vhost(user.name, vhost)
+                           or (broker is not None and vhost not in broker.vhosts))
+            reason = access.refusal(guard, user.tags, opens_vhost)
+            if reason is not None:
+                raise not_authorised(reason)
+            return await handler(request)
+
+        return guarded
 
     # -- lookups -------------------------------------------------------------------------
 
@@ -258,12 +295,36 @@ class ManagementApi:
             raise not_found(f"no vhost '{name}'")
         return vhost
 
-    def _vhosts(self, broker: Broker, request: web.Request) -> list[VirtualHost]:
-        """The vhost named in the path, or every vhost when the path names none."""
+    def _vhosts(self, broker: Broker, request: web.Request,
+                listing: Listing = Listing.OBJECTS) -> list[VirtualHost]:
+        """The vhost named in the path (the route's guard let the user in), or when the
+        path names none every vhost whose objects ``listing`` shows her."""
         name = request.match_info.get("vhost")
-        if name is None:
-            return [broker.vhosts[n] for n in sorted(broker.vhosts)]
-        return [self._vhost(broker, name)]
+        if name is not None:
+            return [self._vhost(broker, name)]
+        user: User = request["user"]
+        everything = access.sees_all(listing, user.tags)
+        return [broker.vhosts[n] for n in sorted(broker.vhosts)
+                if everything or broker.users.can_access_vhost(user.name, n)]
+
+    @staticmethod
+    def _connections(broker: Broker, request: web.Request) -> list[Connection]:
+        """The connections whose details the user may see: hers, or all of them."""
+        user: User = request["user"]
+        everyone = access.sees_all(Listing.CLIENTS, user.tags)
+        return [connection for connection in broker.connections.values()
+                if everyone or connection.user == user.name]
+
+    @staticmethod
+    def _may_configure(broker: Broker, request: web.Request, vhost: VirtualHost,
+                       queue: str) -> None:
+        """A queue declared or deleted through the API needs what queue.declare and
+        queue.delete need: configure permission on it (administrators too, as in
+        RabbitMQ, whose API does these over a channel of the requesting user)."""
+        try:
+            broker.check_access(request["user"].name, vhost, "configure", "queue", queue)
+        except ChannelError as error:
+            raise not_authorised(error.reply_text) from error
 
     def _queue(self, broker: Broker, request: web.Request) -> AnyQueue:
         vhost = self._vhost(broker, request.match_info["vhost"])
@@ -337,11 +398,13 @@ class ManagementApi:
             "listeners": self._listeners(),
         }
         if broker is not None:
-            vhosts = list(broker.vhosts.values())
-            channels = [ch for c in broker.connections.values() for ch in c.channels.values()]
+            # What the user may see: the vhosts and connections her listings show.
+            vhosts = self._vhosts(broker, request, Listing.VHOSTS)
+            connections = self._connections(broker, request)
+            channels = [ch for c in connections for ch in c.channels.values()]
             queues = [q for v in vhosts for q in v.queues.values()]
             shape["object_totals"] = {
-                "connections": len(broker.connections),
+                "connections": len(connections),
                 "channels": len(channels),
                 "exchanges": sum(len(v.exchanges) for v in vhosts),
                 "queues": len(queues),
@@ -399,6 +462,7 @@ class ManagementApi:
         broker = self.broker()
         vhost = self._vhost(broker, request.match_info["vhost"])
         name = request.match_info["name"]
+        self._may_configure(broker, request, vhost, name)
         size = len(name.encode("utf-8"))
         if size > MAX_NAME_BYTES:  # no AMQP client could name it (a short string)
             raise bad_request(f"queue name is {size} bytes long; at most {MAX_NAME_BYTES}")
@@ -423,9 +487,11 @@ class ManagementApi:
     async def delete_queue(self, request: web.Request) -> web.Response:
         broker = self.broker()
         queue = self._queue(broker, request)
+        vhost = broker.vhosts[queue.vhost]
+        self._may_configure(broker, request, vhost, queue.name)
         try:
             broker.delete_queue(
-                broker.vhosts[queue.vhost], queue.name,
+                vhost, queue.name,
                 if_unused=request.query.get("if-unused") == "true",
                 if_empty=request.query.get("if-empty") == "true",
             )
@@ -478,14 +544,14 @@ class ManagementApi:
         broker = self.broker()
         return _json([
             shapes.connection_json(self.node_name, connection, self._local(connection))
-            for connection in broker.connections.values()
+            for connection in self._connections(broker, request)
         ])
 
     async def list_channels(self, request: web.Request) -> web.Response:
         broker = self.broker()
         return _json([
             shapes.channel_json(self.node_name, channel, self._local(connection))
-            for connection in broker.connections.values()
+            for connection in self._connections(broker, request)
             for channel in connection.channels.values()
         ])
 
@@ -493,7 +559,7 @@ class ManagementApi:
         broker = self.broker()
         return _json([
             shapes.consumer_json(consumer, self._local(connection))
-            for connection in broker.connections.values()
+            for connection in self._connections(broker, request)
             for channel in connection.channels.values()
             for consumer in channel.consumers.values()
         ])
@@ -502,7 +568,8 @@ class ManagementApi:
 
     async def list_vhosts(self, request: web.Request) -> web.Response:
         broker = self.broker()
-        return _json([shapes.vhost_json(vhost) for vhost in self._vhosts(broker, request)])
+        return _json([shapes.vhost_json(vhost)
+                      for vhost in self._vhosts(broker, request, Listing.VHOSTS)])
 
     async def get_vhost(self, request: web.Request) -> web.Response:
         broker = self.broker()
@@ -514,6 +581,8 @@ class ManagementApi:
         created = name not in broker.vhosts
         if created:
             broker.add_vhost(name)
+            # As RabbitMQ does: its creator may use it, through AMQP and queue writes here.
+            broker.set_permissions(request["user"].name, name, Permission())
             self._persist(broker)
         return _written(created)
 
@@ -536,14 +605,12 @@ class ManagementApi:
 
     async def list_users(self, request: web.Request) -> web.Response:
         broker = self.broker()
-        admin = request["user"].is_administrator
-        return _json([shapes.user_json(broker.users.users[name], with_hash=admin)
+        return _json([shapes.user_json(broker.users.users[name])
                       for name in sorted(broker.users.users)])
 
     async def get_user(self, request: web.Request) -> web.Response:
         broker = self.broker()
-        user = self._user(broker, request.match_info["user"])
-        return _json(shapes.user_json(user, with_hash=request["user"].is_administrator))
+        return _json(shapes.user_json(self._user(broker, request.match_info["user"])))
 
     async def put_user(self, request: web.Request) -> web.Response:
         """Body: ``tags`` and exactly one of ``password`` and ``password_hash`` (the
@@ -661,7 +728,7 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except ApiError as error:
-        headers = {hdrs.WWW_AUTHENTICATE: REALM} if error.status == 401 else None
+        headers = {hdrs.WWW_AUTHENTICATE: REALM} if error.error == NOT_AUTHENTICATED else None
         return _error_response(error.status, error.error, error.reason, headers)
     except web.HTTPException as error:  # aiohttp's own: no such route, method not allowed
         if error.status < 400:
@@ -679,12 +746,9 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 def _auth_middleware(api: ManagementApi) -> Middleware:
     @web.middleware
     async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
-        user = api.authenticate(request.headers.get(hdrs.AUTHORIZATION))
-        if request.method not in READS and not user.is_administrator:
-            raise ApiError(403, "not_authorized",
-                           f"user '{user.name}' is not an administrator; only administrators "
-                           "may change the broker")
-        request["user"] = user
+        # Each route's `Guard` then decides what this user may do there.
+        request["user"] = api.authenticate(request.headers.get(hdrs.AUTHORIZATION),
+                                           request.remote or "")
         response = await handler(request)
         if request.method not in READS:
             # A write's effects (definitions, policies, queue changes) go to the peers and

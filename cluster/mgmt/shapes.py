@@ -210,14 +210,11 @@ def vhost_json(vhost: VirtualHost) -> dict[str, Any]:
     return {"name": vhost.name, **message_totals(vhost.queues.values())}
 
 
-def user_json(user: User, *, with_hash: bool) -> dict[str, Any]:
-    """``with_hash``: the password hash is shown to administrators only (it is what
-    ``set_user_tags`` sends back to keep a password unchanged)."""
-    shape: dict[str, Any] = {"name": user.name, "tags": list(user.tags)}
-    if with_hash:
-        shape["password_hash"] = user.password_hash
-        shape["hashing_algorithm"] = "rabbit_password_hashing_sha256"
-    return shape
+def user_json(user: User) -> dict[str, Any]:
+    """With the password hash: only administrators read users, and the hash is what
+    ``set_user_tags`` sends back to keep a password unchanged."""
+    return {"name": user.name, "tags": list(user.tags), "password_hash": user.password_hash,
+            "hashing_algorithm": "rabbit_password_hashing_sha256"}
 
 
 def permission_json(user: str, vhost: str, permission: Permission) -> dict[str, Any]:

@@ -20,7 +20,9 @@ network per run (SPEC §4.1).
   inside the network.
 * Each node's data directory is bind-mounted from ``base_dir/<node>``, so a restarted
   node keeps its data and the files outlive the container; the node runs as the
-  harness's own user so those files stay the harness's to read and delete.
+  harness's own user so those files stay the harness's to read and delete. Its config
+  file, ``base_dir/node.toml`` (read-only), lets guest log in from outside the
+  container (`NODE_CONFIG`).
 * Everything carries the run's labels (`reaper.labels`); `stop` removes it all, an
   exception or Ctrl-C during start does too, and a run whose harness died is removed
   by the reaper the next runtime runs first; its data directory, owned by its harness
@@ -55,6 +57,12 @@ from .common import ClusterBase, wait_formed
 
 AMQP_PORT, MGMT_PORT, CLUSTER_PORT, TOXIPROXY_PORT = 5672, 15672, 25672, 8474
 HOST = "127.0.0.1"  # where node ports are published
+# Every node's config file. Clients reach a node through Docker's published ports or
+# through toxiproxy's container, never from a loopback address of the node's own, so
+# guest must log in from anywhere, as RabbitMQ's own image lets it
+# (loopback_users.guest = false); the README's "Configuration" has the key.
+NODE_CONFIG = "[node]\nloopback_users = []\n"
+NODE_CONFIG_PATH = "/etc/mirrorchaos/node.toml"  # inside the container
 
 
 def container_name(run_id: str, node: str) -> str:
@@ -157,6 +165,9 @@ class DockerRuntime:
             toxiproxy, addresses, listen_host=proxy_host,
             node_probe=ContainerProbe(client, network, containers, NODE_LINK_PROBE),
             client_probe=ContainerProbe(client, network, containers, AMQP_PROBE))
+        base_dir.mkdir(parents=True, exist_ok=True)
+        config = base_dir / "node.toml"
+        config.write_text(NODE_CONFIG, encoding="utf-8")
         nodes = {}
         for node in spec.nodes:
             amqp, mgmt = free_port(HOST), free_port(HOST)
@@ -169,12 +180,13 @@ class DockerRuntime:
                       "--amqp-port", str(AMQP_PORT), "--mgmt-port", str(MGMT_PORT),
                       "--data-dir", "/data", "--cluster-port", str(CLUSTER_PORT),
                       "--tick", str(spec.tick), "--tick-count", str(spec.tick_count),
-                      *peers, *spec.node_args],
+                      "--config", NODE_CONFIG_PATH, *peers, *spec.node_args],
                 name=containers[node], hostname=node,
                 networking_config={
                     network: client.api.create_endpoint_config(aliases=[node])},
                 user=f"{os.getuid()}:{os.getgid()}",
-                volumes={str(data_dir): {"bind": "/data", "mode": "rw"}},
+                volumes={str(data_dir): {"bind": "/data", "mode": "rw"},
+                         str(config): {"bind": NODE_CONFIG_PATH, "mode": "ro"}},
                 ports={f"{AMQP_PORT}/tcp": (HOST, amqp), f"{MGMT_PORT}/tcp": (HOST, mgmt)},
                 **common)
             nodes[node] = ContainerNode(containers[node], (HOST, amqp),

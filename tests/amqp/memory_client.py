@@ -38,9 +38,12 @@ class FakeClock:
 class MemoryClient:
     """Sends frames straight into a `Connection` and decodes what it queued back."""
 
-    def __init__(self, broker: Broker, capabilities: dict[str, Any] | None = None) -> None:
+    def __init__(self, broker: Broker, capabilities: dict[str, Any] | None = None,
+                 peer: str = "127.0.0.1:50000") -> None:
+        """``peer``: the client's address as the node would give it (loopback by
+        default, where guest may log in)."""
         self.broker = broker
-        self.connection: Connection = broker.open_connection("memory:1")
+        self.connection: Connection = broker.open_connection(peer)
         self.capabilities = capabilities or {"consumer_cancel_notify": True,
                                              "connection.blocked": True,
                                              "authentication_failure_close": True}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pamqp import commands
@@ -55,6 +56,70 @@ def test_refused_login_just_hangs_up_on_clients_without_authentication_failure_c
     client.handshake(password_response="\x00guest\x00wrong")
     assert not [m for m in client.methods() if isinstance(m, commands.Connection.Close)]
     assert client.connection.should_close
+
+
+class RecordedEvents:
+    def __init__(self) -> None:
+        self.emitted: list[tuple[str, dict[str, Any]]] = []
+
+    def emit(self, event: str, **fields: Any) -> None:
+        self.emitted.append((event, fields))
+
+
+def login_from(peer: str, user: str = "guest", loopback_users: list[str] | None = None,
+               **client: Any) -> tuple[MemoryClient, RecordedEvents]:
+    """A full handshake by ``user`` (password "guest") from address ``peer``."""
+    events = RecordedEvents()
+    config = BrokerConfig() if loopback_users is None else BrokerConfig(
+        loopback_users=loopback_users)
+    broker = Broker(config, clock=FakeClock(), events=events)
+    broker.add_user(user, "guest")
+    broker.set_permissions(user, "/", Permission())
+    memory = MemoryClient(broker, peer=peer, **client)
+    memory.handshake(password_response=f"\x00{user}\x00guest")
+    return memory, events
+
+
+@pytest.mark.parametrize("peer", ["127.0.0.1:5000", "127.8.9.10:5000", "::1:5000",
+                                  "::ffff:127.0.0.1:5000"])
+def test_guest_logs_in_from_loopback_addresses(peer: str) -> None:
+    client, _ = login_from(peer)
+    assert isinstance(client.methods()[-1], commands.Connection.OpenOk)
+
+
+@pytest.mark.parametrize("peer", ["192.0.2.7:5000", "fd00::2:5000", "::ffff:192.0.2.7:5000"])
+def test_guest_is_refused_from_elsewhere_telling_the_event_log_why(peer: str) -> None:
+    client, events = login_from(peer)
+    methods = client.methods()
+    assert not [m for m in methods if isinstance(m, commands.Connection.Tune)]
+    close = methods[-1]
+    # What RabbitMQ tells the client: no reason (it would help a guesser).
+    assert isinstance(close, commands.Connection.Close)
+    assert (close.reply_code, close.reply_text) == (
+        403, "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. "
+        "For details see the broker logfile.")
+    assert [fields["text"] for event, fields in events.emitted
+            if event == "connection_error"] == [
+        "ACCESS_REFUSED - PLAIN login refused: user 'guest' can only connect via localhost"]
+
+
+def test_a_refused_guest_without_authentication_failure_close_is_hung_up_on() -> None:
+    client, events = login_from("192.0.2.7:5000",
+                                capabilities={"consumer_cancel_notify": True})
+    assert [type(m) for m in client.methods()] == [commands.Connection.Start]
+    assert client.connection.should_close
+    assert "can only connect via localhost" in events.emitted[-1][1]["text"]
+
+
+def test_loopback_users_names_who_is_restricted() -> None:
+    anyone, _ = login_from("192.0.2.7:5000", user="alice")
+    assert isinstance(anyone.methods()[-1], commands.Connection.OpenOk)
+    listed, _ = login_from("127.0.0.1:5000", user="alice", loopback_users=["alice"])
+    assert isinstance(listed.methods()[-1], commands.Connection.OpenOk)
+    listed, _ = login_from("192.0.2.7:5000", user="alice", loopback_users=["alice"])
+    assert isinstance(listed.methods()[-1], commands.Connection.Close)
+    unrestricted, _ = login_from("192.0.2.7:5000", loopback_users=[])
+    assert isinstance(unrestricted.methods()[-1], commands.Connection.OpenOk)
 
 
 def test_wrong_protocol_header_gets_ours_back_and_closes() -> None:

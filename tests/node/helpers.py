@@ -3,12 +3,16 @@ connections, and a raw-socket AMQP client that speaks hand-built frames (pamqp).
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import struct
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import aio_pika
@@ -82,6 +86,46 @@ def wait_until(predicate: Callable[[], object], timeout: float = 10.0, what: str
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or predicate}")
         step()
+
+
+# -- the management API -----------------------------------------------------------------
+
+@dataclass
+class Answer:
+    status: int
+    body: Any
+    headers: dict[str, str]
+
+
+def api(node: NodeProcess, method: str, path: str, body: Any = None, *,
+        user: str | None = "guest", password: str = "guest", raw: bytes | None = None) -> Answer:
+    """One HTTP request; ``user=None`` sends no credentials, ``raw`` a body as is."""
+    headers = {"Content-Type": "application/json"}
+    if user is not None:
+        headers["Authorization"] = "Basic " + base64.b64encode(
+            f"{user}:{password}".encode()).decode()
+    data = raw if raw is not None else None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(node.mgmt_url + path, data=data, method=method,
+                                     headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            status, text, reply_headers = response.status, response.read(), response.headers
+    except urllib.error.HTTPError as error:
+        status, text, reply_headers = error.code, error.read(), error.headers
+    return Answer(status, json.loads(text) if text else None, dict(reply_headers))
+
+
+def ok(node: NodeProcess, method: str, path: str, body: Any = None, **kwargs: Any) -> Any:
+    answer = api(node, method, path, body, **kwargs)
+    assert answer.status < 300, f"{method} {path}: {answer.status} {answer.body}"
+    return answer.body
+
+
+def assert_error(answer: Answer, status: int, *words: str) -> None:
+    assert answer.status == status, answer
+    assert set(answer.body) == {"error", "reason"}, answer.body
+    for word in words:
+        assert word in answer.body["reason"], answer.body
 
 
 # -- pika -------------------------------------------------------------------------------

@@ -3,11 +3,8 @@ client (SPEC §2.4)."""
 
 from __future__ import annotations
 
-import base64
-import json
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from typing import Any
 
 import pika
@@ -16,54 +13,19 @@ import pytest
 
 from harness.process_node import NodeProcess
 from tests.node.helpers import (
+    api,
+    assert_error,
     assert_no_traceback,
     connect,
     connection_error,
     get_bodies,
     numbered,
+    ok,
     publish_bodies,
     refused_at_open,
 )
 
 PERSISTENT = pika.BasicProperties(delivery_mode=2)
-
-
-@dataclass
-class Answer:
-    status: int
-    body: Any
-    headers: dict[str, str]
-
-
-def api(node: NodeProcess, method: str, path: str, body: Any = None, *,
-        user: str | None = "guest", password: str = "guest", raw: bytes | None = None) -> Answer:
-    """One HTTP request; ``user=None`` sends no credentials, ``raw`` a body as is."""
-    headers = {"Content-Type": "application/json"}
-    if user is not None:
-        headers["Authorization"] = "Basic " + base64.b64encode(
-            f"{user}:{password}".encode()).decode()
-    data = raw if raw is not None else None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(node.mgmt_url + path, data=data, method=method,
-                                     headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            status, text, reply_headers = response.status, response.read(), response.headers
-    except urllib.error.HTTPError as error:
-        status, text, reply_headers = error.code, error.read(), error.headers
-    return Answer(status, json.loads(text) if text else None, dict(reply_headers))
-
-
-def ok(node: NodeProcess, method: str, path: str, body: Any = None, **kwargs: Any) -> Any:
-    answer = api(node, method, path, body, **kwargs)
-    assert answer.status < 300, f"{method} {path}: {answer.status} {answer.body}"
-    return answer.body
-
-
-def assert_error(answer: Answer, status: int, *words: str) -> None:
-    assert answer.status == status, answer
-    assert set(answer.body) == {"error", "reason"}, answer.body
-    for word in words:
-        assert word in answer.body["reason"], answer.body
 
 
 # -- reading the broker's state --------------------------------------------------------------
@@ -208,29 +170,6 @@ def test_wrong_or_missing_credentials_get_401(node: NodeProcess) -> None:
                    api(node, "GET", "/api/overview", user=None)):
         assert_error(answer, 401)
         assert answer.headers["WWW-Authenticate"].startswith("Basic ")
-
-
-def test_a_user_without_the_administrator_tag_reads_but_cannot_write(
-    node: NodeProcess,
-) -> None:
-    assert api(node, "PUT", "/api/users/viewer",
-               {"password": "v", "tags": "monitoring, management"}).status == 201
-    assert ok(node, "GET", "/api/users/viewer")["tags"] == ["monitoring", "management"]
-    as_viewer: dict[str, Any] = {"user": "viewer", "password": "v"}
-
-    assert api(node, "GET", "/api/queues", **as_viewer).status == 200
-    # Password hashes are for administrators' eyes only.
-    assert "password_hash" not in ok(node, "GET", "/api/users/guest", **as_viewer)
-    for method, path, body in [
-        ("PUT", "/api/vhosts/mine", None),
-        ("PUT", "/api/users/viewer", {"password": "v", "tags": "administrator"}),
-        ("PUT", "/api/policies/%2F/p", {"pattern": ".", "definition": {"ha-mode": "all"}}),
-        ("DELETE", "/api/users/guest", None),
-        ("POST", f"/api/nodes/{node.name}/actions", {"action": "stop_app"}),
-    ]:
-        assert_error(api(node, method, path, body, **as_viewer), 403, "administrator")
-    assert ok(node, "GET", "/api/nodes")[0]["running"] is True
-    assert "mine" not in [v["name"] for v in ok(node, "GET", "/api/vhosts")]
 
 
 def test_users_and_permissions_govern_amqp_logins(node: NodeProcess) -> None:
