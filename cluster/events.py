@@ -1,4 +1,4 @@
-"""The node's structured event log: one JSON object per line (SPEC §2.4).
+"""The node's structured event log: one JSON object per line.
 
 Every line has ``ts`` (wall clock, seconds), ``mono`` (monotonic seconds), ``node`` and
 ``event``; the other keys depend on the event. Lines are flushed as they are written

@@ -1,4 +1,4 @@
-"""mqctl: rabbitmqctl's commands, spoken to a node's management API (SPEC §2.4).
+"""mqctl: rabbitmqctl's commands, spoken to a node's management API.
 
     mqctl [-n URL] [-u USER] [-P PASSWORD] [-q] [--formatter table|json] COMMAND [ARGS]
 

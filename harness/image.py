@@ -1,4 +1,4 @@
-"""The broker node's container image, built offline (SPEC §1).
+"""The broker node's container image, built offline.
 
 Base image: a Debian root file system made by ``mmdebstrap`` from the host's own apt
 sources and loaded with ``docker import``; where a registry exists, any base with

@@ -1,4 +1,4 @@
-"""The live display of a run (SPEC §4.4): phase and its progress (the step it is at,
+"""The live display of a run: phase and its progress (the step it is at,
 e.g. the node image's build), faults in force, op rates, and anomalies seen so far.
 Shown only on a terminal; otherwise the run prints a line per phase and per step."""
 

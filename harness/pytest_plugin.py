@@ -1,4 +1,4 @@
-"""pytest plugin (SPEC §4.4): fixtures to write fault tests against a live cluster in
+"""pytest plugin: fixtures to write fault tests against a live cluster in
 plain pytest. Installed with the package (entry point ``pytest11``), so any project
 that installs mirrorchaos has them:
 

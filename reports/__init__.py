@@ -1,4 +1,4 @@
-"""Reports of a checked run (SPEC §5): the rich terminal summary, a self-contained
+"""Reports of a checked run: the rich terminal summary, a self-contained
 report.html with plots, and junit.xml for CI."""
 
 from reports.command import add_report_parser, report_command

@@ -1,4 +1,4 @@
-"""``report.html`` (SPEC §5): one self-contained page — plotly.js is embedded, so it opens
+"""``report.html``: one self-contained page — plotly.js is embedded, so it opens
 offline — with throughput, confirm latency and availability over time under shaded fault
 windows, a fault and node event timeline, and per-message anomaly, fault and node event
 tables.

@@ -1,4 +1,4 @@
-"""``junit.xml`` for CI (SPEC §5): one test case per checker of the run. A checker that
+"""``junit.xml`` for CI: one test case per checker of the run. A checker that
 found violations fails with every anomaly it owns; one whose verdict is unknown (it
 crashed, or the history is incomplete) is an error; caveats go to the passing case's
 output, since they are expected by the design."""

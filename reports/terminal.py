@@ -1,4 +1,4 @@
-"""The terminal report (SPEC §5): verdict, counts, violations with their fault context,
+"""The terminal report: verdict, counts, violations with their fault context,
 caveats, latency, throughput and availability, a fault timeline and node events."""
 
 from __future__ import annotations

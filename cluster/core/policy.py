@@ -1,4 +1,4 @@
-"""Policies: named, per-vhost, matched to queues by regex and priority (SPEC §2.3)."""
+"""Policies: named, per-vhost, matched to queues by regex and priority."""
 
 from __future__ import annotations
 

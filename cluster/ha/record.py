@@ -105,7 +105,7 @@ class QueueRecord:
 def wanted_mirror_nodes(definition: dict[str, Any] | None, master: str,
                         current: list[str], running: list[str]) -> list[str]:
     """Nodes that should hold mirrors under a policy's ``ha-*`` keys, keeping the
-    current mirrors where they fit (SPEC §2.3). ``running`` is in cluster order."""
+    current mirrors where they fit. ``running`` is in cluster order."""
     mode = (definition or {}).get("ha-mode")
     others = [n for n in running if n != master]
     if mode == "all":

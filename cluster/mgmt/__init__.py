@@ -1,5 +1,5 @@
-"""The node's management API: HTTP with JSON shaped like RabbitMQ's management plugin
-(SPEC §2.4). `mqctl` is its command-line client.
+"""The node's management API: HTTP with JSON shaped like RabbitMQ's management plugin.
+`mqctl` is its command-line client.
 
 Every request needs HTTP basic authentication with a broker user who has one of the
 tags ``management``, ``policymaker``, ``monitoring``, ``administrator``; what each may

@@ -335,7 +335,7 @@ class ManagementApi:
         return queue
 
     def _this_node(self, request: web.Request) -> None:
-        # Without a cluster (SPEC §2.2) the only node this one knows is itself.
+        # Without a cluster the only node this one knows is itself.
         name = request.match_info["node"]
         if name != self.node_name:
             raise not_found(f"no node '{name}'")

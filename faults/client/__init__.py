@@ -1,5 +1,5 @@
 """The toxiproxy client layer: an API client over ``toxiproxy-python``, discovery of
-a toxiproxy to use, TCP probes, and verified heals (SPEC §3.1)."""
+a toxiproxy to use, TCP probes, and verified heals."""
 
 from .api import ProxyInfo, ToxicInfo, ToxiproxyClient
 from .discovery import ToxiproxyHandle, ToxiproxyStartError, find_toxiproxy

@@ -1,4 +1,4 @@
-"""Finding a toxiproxy to use, in SPEC order: ``TOXIPROXY_URL``; else a
+"""Finding a toxiproxy to use, in this order: ``TOXIPROXY_URL``; else a
 ``toxiproxy-server`` on PATH, started here; else the project's own server, started
 here as a subprocess. The handle stops only what it started."""
 

@@ -1,4 +1,4 @@
-"""Nemeses: faults a run injects and ends (SPEC §3.2)."""
+"""Nemeses: faults a run injects and ends."""
 
 from . import grudges
 from .admin import PolicyNemesis, QueueAdminNemesis

@@ -1,4 +1,4 @@
-"""The semantic checker (SPEC §4.3): one streaming pass over a history, one checker per
+"""The semantic checker: one streaming pass over a history, one checker per
 concern, documented caveats told apart from violations."""
 
 from harness.checker.checkers import check, default_checkers

@@ -1,4 +1,4 @@
-"""Checker throughput on a generated history (SPEC §7): ``python -m harness.checker.bench``.
+"""Checker throughput on a generated history: ``python -m harness.checker.bench``.
 
 Writes a history of at least ``--ops`` lines with :class:`HistoryWriter` (a simulated
 clock, a healthy broker: confirms, FIFO deliveries, acks, requeues with the redelivered

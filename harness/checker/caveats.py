@@ -1,7 +1,7 @@
 """Why a confirmed message may be gone: the documented caveats, tested against the record.
 
 A loss is a caveat only when one of these preconditions holds in the harness's record
-(SPEC §4.3, seed 004); otherwise it is a violation:
+(docs/cluster-design.md); otherwise it is a violation:
 
 ``unsynchronised-promotion``
     The master failed while holding the message and the mirror promoted in its place

@@ -1,7 +1,7 @@
 """``mirrorchaos check PATH``: re-check a stored run and write its results.json.
 
 PATH is a run directory (``history.jsonl`` and ``nodes/*.events.jsonl``) or a history
-file. Exit codes follow SPEC §4.3: 0 valid, 1 invalid, 2 unknown, 254 bad input.
+file. Exit codes: 0 valid, 1 invalid, 2 unknown, 254 bad input.
 """
 
 from __future__ import annotations

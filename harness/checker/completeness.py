@@ -1,4 +1,4 @@
-"""Whether the history is complete enough to be judged (SPEC §4.3).
+"""Whether the history is complete enough to be judged.
 
 Unknown when the writer was cut off (a torn last line), when no final drain was
 recorded, or when a drain failed: losses cannot be told from messages still queued.

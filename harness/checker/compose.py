@@ -1,7 +1,7 @@
 """Running checkers over one streaming pass, and the no-op checker.
 
 A checker that raises is isolated: its result becomes ``unknown`` with the error, the
-others go on (SPEC §4.3: a crashed checker makes the verdict unknown, never valid).
+others go on (a crashed checker makes the verdict unknown, never valid).
 A :class:`BadHistory` is not a crash: it is the input's fault and propagates.
 """
 

@@ -1,6 +1,6 @@
 """Which nodes hold a queue's copy of a message, replayed from the harness's record.
 
-An I/O-free model of the mirrored queue's documented behaviour (SPEC §2.3, seed 004),
+An I/O-free model of the mirrored queue's documented behaviour (docs/cluster-design.md),
 fed only with what the harness did (crashes, stops, restarts, partitions under
 ``pause_minority``, policy changes, syncs) and with node-reported completed syncs (also
 a mirror's synchronisation by draining), which can only make the model stricter: a
@@ -133,7 +133,7 @@ def covers(policy: Mapping[str, Any], node: str, members: list[str]) -> bool:
 def beyond(policy: Mapping[str, Any], members: list[str]) -> list[str]:
     """The mirrors of ``members`` (master first) that the policy does not allow: past
     its count under ``exactly``, on a node it does not name under ``nodes`` (the master
-    may stay off the list until a mirror there is synchronised, seed 004), any under a
+    may stay off the list until a mirror there is synchronised), any under a
     policy that does not mirror."""
     mode = policy.get("ha-mode")
     params = policy.get("ha-params")
@@ -148,7 +148,7 @@ def beyond(policy: Mapping[str, Any], members: list[str]) -> list[str]:
 
 
 def kept_by(policy: Mapping[str, Any], members: list[str]) -> list[str]:
-    """The members a new policy keeps; the master always stays (SPEC §2.3)."""
+    """The members a new policy keeps; the master always stays."""
     params = policy.get("ha-params")
     if policy.get("ha-mode") == "exactly" and isinstance(params, int):
         return members[:max(params, 1)]

@@ -97,7 +97,7 @@ def merge_validity(values: Iterable[Validity]) -> Validity:
 
 
 def exit_code(valid: Validity) -> int:
-    """SPEC §4.3: 0 valid, 1 invalid, 2 unknown."""
+    """Exit codes: 0 valid, 1 invalid, 2 unknown."""
     if valid is True:
         return EXIT_VALID
     if valid is False:

@@ -1,4 +1,4 @@
-"""The ``results.json`` document of a checked run (SPEC §4.4, issue 6)."""
+"""The ``results.json`` document of a checked run."""
 
 from __future__ import annotations
 

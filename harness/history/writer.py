@@ -1,4 +1,4 @@
-"""Writing a history as the run goes (SPEC §4.2).
+"""Writing a history as the run goes.
 
 Each line is validated with the reader's own rules before it is written, so a harness
 bug shows up where it happens rather than when the run is checked, and is flushed at

@@ -1,5 +1,5 @@
 """``mirrorchaos power``: the campaign run against the correct broker and against every
-planted bug, one seed at a time, into a detection matrix (SPEC §4.5).
+planted bug, one seed at a time, into a detection matrix.
 
 Every target runs the same scenarios with the same root seeds, so each bug meets the
 very fault schedule the correct broker passed. A bug's runs on a seed stop at its first

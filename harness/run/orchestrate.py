@@ -1,4 +1,4 @@
-"""One run of a scenario (SPEC §4.2, §4.4): start the cluster through a runtime, set the
+"""One run of a scenario: start the cluster through a runtime, set the
 policy, declare the queues, run the workload through warm-up, fault phase (the nemesis
 schedule, ending in its guaranteed heal) and recovery, optionally drain by promotion
 (sync, kill the master, drain from the promoted mirror, restart), drain every queue,

@@ -1,4 +1,4 @@
-"""The store (SPEC §4.4): ``store/<scenario>/<timestamp>-seed<N>/`` per run, with
+"""The store: ``store/<scenario>/<timestamp>-seed<N>/`` per run, with
 ``store/latest`` pointing at the newest."""
 
 from __future__ import annotations

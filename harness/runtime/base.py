@@ -1,4 +1,4 @@
-"""What every cluster runtime offers (SPEC §4.1), Jepsen style: a `Runtime` starts a
+"""What every cluster runtime offers, Jepsen style: a `Runtime` starts a
 `Cluster` from a `ClusterSpec`, and the cluster is the harness's whole view of it.
 
     with ProcessRuntime().start(ClusterSpec.of(3, seed=7, base_dir=tmp)) as cluster:

@@ -1,5 +1,5 @@
 """`DockerRuntime`: one container per node plus one for toxiproxy, on a private bridge
-network per run (SPEC §4.1).
+network per run.
 
 * The image is `harness.image.node_image` (built offline, cached by content hash);
   toxiproxy is the project's own server run from the same image.

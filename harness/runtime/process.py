@@ -1,4 +1,4 @@
-"""`ProcessRuntime`: the cluster as local node processes (SPEC §4.1), for hosts without
+"""`ProcessRuntime`: the cluster as local node processes, for hosts without
 Docker and for Spark executors.
 
 Each node listens on its own loopback address (127.0.0.2, .3, ...; all of 127/8 is

@@ -1,5 +1,5 @@
 """Labels on everything a Docker run creates, and the reaper that removes what a dead
-run left behind (SPEC §4.1).
+run left behind.
 
 Every container and network of a run carries ``mirrorchaos.run=<run id>`` and its
 owner: the harness process's pid, that process's start time (so a reused pid is not

@@ -1,4 +1,4 @@
-"""Scenarios (SPEC §4.4): named built-ins and TOML files, and a scenario's nemesis
+"""Scenarios: named built-ins and TOML files, and a scenario's nemesis
 package planned as a schedule."""
 
 from __future__ import annotations

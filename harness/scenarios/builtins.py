@@ -1,4 +1,4 @@
-"""The built-in scenarios (SPEC §4.4): RabbitMQ's HA suites' cases, Jepsen-style
+"""The built-in scenarios: RabbitMQ's HA suites' cases, Jepsen-style
 partitions, process and network faults, and the combined soak default."""
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def _full_restart(at: float) -> list[dict[str, object]]:
     """Every node stopped gracefully one at a time, the master last (it then holds what
     the others missed; under pause_minority it would pause instead), and all started
     again in the order they stopped, 2 s apart: the first to start must wait for the
-    last to stop (seed 001's restart rule)."""
+    last to stop (docs/cluster-design.md)."""
     return [_step(at, "stop", {"nodes": "mirror"}), _step(at + 0.7, "stop", {"nodes": "mirror"}),
             _step(at + 1.4, "stop", _MASTER), _step(at + 2.5, "heal", {"stagger": 2.0})]
 

@@ -1,4 +1,4 @@
-"""A scenario: everything one run needs besides its seed's draws (SPEC §4.4)."""
+"""A scenario: everything one run needs besides its seed's draws."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The workload (SPEC §4.2): real AMQP clients, one per logical process, recording
+"""The workload: real AMQP clients, one per logical process, recording
 every operation in the run's history, and the final drain."""
 
 from harness.workload.clients import (

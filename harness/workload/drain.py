@@ -1,4 +1,4 @@
-"""The final drain (SPEC §4.2): every queue emptied with recorded ``basic.get``s, from
+"""The final drain: every queue emptied with recorded ``basic.get``s, from
 the nodes that survived, so the checker can tell lost messages from queued ones."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The detection matrix as people read it: a rich terminal table and a self-contained
-``report.html`` section with every run linked to its own report (SPEC §4.5)."""
+``report.html`` section with every run linked to its own report."""
 
 from __future__ import annotations
 

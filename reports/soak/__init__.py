@@ -1,4 +1,4 @@
-"""Soak campaigns on Spark (SPEC §5): `mirrorchaos soak` fans runs of a scenario out as
+"""Soak campaigns on Spark: `mirrorchaos soak` fans runs of a scenario out as
 Spark tasks, each a `mirrorchaos run` subprocess with its own seed and store, and merges
 their stored results and histories with Spark DataFrames into one campaign report
 (Parquet, JSON, HTML, terminal).

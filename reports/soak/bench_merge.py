@@ -1,4 +1,4 @@
-"""Benchmark of the campaign merge (SPEC §7: Spark merge time per run merged):
+"""Benchmark of the campaign merge (Spark merge time per run merged):
 synthetic stored runs — histories built with `HistoryBuilder`, checked by the real
 checker, one in eight invalid — merged by `merge_campaign`, timed per run count.
 

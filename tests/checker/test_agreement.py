@@ -247,7 +247,7 @@ def test_mirrors_past_what_the_policy_allows_are_over_replicated() -> None:
 def test_a_master_off_the_nodes_list_and_the_replicas_a_policy_allows_are_not_over_replicated(
 ) -> None:
     """Under ha-mode nodes the master stays where it is until a mirror on the list is
-    synchronised (seed 004); exactly 2 with two replicas is what it asks."""
+    synchronised; exactly 2 with two replicas is what it asks."""
     b = builder(policy={"ha-mode": "nodes", "ha-params": ["n2", "n3"]})
     _states(b, phase="quiet")
     assert part(run(b), "over-replicated").valid is True

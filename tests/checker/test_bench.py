@@ -1,6 +1,6 @@
 """The checker benchmark runs and reports; memory stays a few bytes per message.
 
-No timing is asserted (SPEC §7: performance is measured by the bench, not by tests).
+No timing is asserted (performance is measured by the bench, not by tests).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The broker's client-visible AMQP 0-9-1 semantics through a real `pika` client against a
-real node process (SPEC §2.1)."""
+real node process."""
 
 from __future__ import annotations
 

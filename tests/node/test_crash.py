@@ -1,6 +1,6 @@
 """Durability across crashes (SIGKILL) and restarts: what was confirmed is there, in
 order; what was acknowledged stays gone; transient state is gone; a torn store tail is
-cut at the last whole record (SPEC §2.1, durable queues and persistent messages)."""
+cut at the last whole record (durable queues and persistent messages)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The management API of a real node process, over real HTTP, with pika as the AMQP
-client (SPEC §2.4)."""
+client."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """mqctl against a real node process: output shapes, exit codes, and that what it sets
-governs AMQP clients (SPEC §2.4)."""
+governs AMQP clients."""
 
 from __future__ import annotations
 

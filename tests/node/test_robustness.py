@@ -1,4 +1,4 @@
-"""Malformed and random input never takes the node down (SPEC §2.1): thousands of
+"""Malformed and random input never takes the node down: thousands of
 random, truncated, oversized, out-of-order and nonsense frames over hundreds of
 connections, many at once, with and without a handshake. Every connection must end
 with a ``connection.close`` carrying a protocol reply code, or just be closed; the node
