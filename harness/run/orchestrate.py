@@ -164,21 +164,21 @@ def root_seed(scenario: Scenario, options: RunOptions) -> int:
 
 def queue_members(scenario: Scenario) -> dict[str, list[str]]:
     """Each queue's master (its home node, round robin) then mirrors in join order, as
-    the policy places them: what the history's header says the harness set up."""
+    the policy places them: the other nodes in cluster order (docs/cluster-design.md).
+    What the history's header says the harness set up, and where the checker's replay
+    of promotions starts."""
     nodes = scenario.node_names
     policy = scenario.policy
     mode = policy.get("ha-mode")
     out: dict[str, list[str]] = {}
     for i, queue in enumerate(scenario.workload.queues):
         home = nodes[i % len(nodes)]
-        ring = nodes[nodes.index(home):] + nodes[:nodes.index(home)]
-        if mode == "all":
-            members = ring
-        elif mode == "exactly":
-            members = ring[:int(policy["ha-params"])]
+        members = [home, *(n for n in nodes if n != home)]
+        if mode == "exactly":
+            members = members[:int(policy["ha-params"])]
         elif mode == "nodes":
-            members = [n for n in ring if n in policy["ha-params"]]
-        else:
+            members = [n for n in members if n in policy["ha-params"]]
+        elif mode != "all":
             members = [home]
         out[queue] = members or [home]
     return out

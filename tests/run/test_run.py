@@ -182,7 +182,11 @@ def test_queue_members_follow_the_policy() -> None:
     assert queue_members(base) == {"q1": ["n1", "n2", "n3"]}
     two = Scenario("t", "t", nodes=3, policy={"ha-mode": "exactly", "ha-params": 2},
                    workload=SCENARIOS["smoke"].workload.__class__(queues=("a", "b")))
-    assert queue_members(two) == {"a": ["n1", "n2"], "b": ["n2", "n3"]}
+    # mirrors join in cluster order, as the broker adds them: b's eldest mirror is n1
+    assert queue_members(two) == {"a": ["n1", "n2"], "b": ["n2", "n1"]}
+    every = Scenario("t", "t", nodes=3, policy={"ha-mode": "all"},
+                     workload=two.workload)
+    assert queue_members(every) == {"a": ["n1", "n2", "n3"], "b": ["n2", "n1", "n3"]}
     assert queue_members(Scenario("t", "t", policy={})) == {"q1": ["n1"]}
 
 
