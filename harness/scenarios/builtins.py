@@ -346,8 +346,7 @@ DETECTION: tuple[Scenario, ...] = (
              nemesis=NemesisSpec("sequence", options={"steps": [
                  _step(5.0, "kill", _MASTER), _step(8.0, "heal"),
                  _step(13.0, "kill", {"nodes": "mirror"}), _step(15.0, "heal"),
-                 _step(16.5, "sync-queue", {"queue": "q1"}),
-                 _step(17.0, "sync-queue", {"queue": "q2"}),
+                 *_syncs(16.5),
                  _step(19.0, "kill", _MASTER), _step(21.0, "heal")]}),
              phases=Phases(warmup=3.0, faults=24.0, recovery=6.0, promotion_drain=True)),
 )
