@@ -24,8 +24,12 @@ from harness.runtime import ledger
 ROOT = Path(__file__).resolve().parents[2]
 
 # An image build's step (mmdebstrap, pip) in a harness of its own: a shell with a child,
-# naming its output in the build's directory as the real steps do.
+# naming its output in the build's directory as the real steps do. It takes Ctrl-C as a
+# harness in a terminal does, also when started from a background job, whose
+# processes inherit SIGINT ignored (a test run in a script's background hung on it).
 BUILD_STEP = """
+import signal
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from harness import image
 with image._scratch("rootfs") as scratch:
     image._run("step", ["sh", "-c", "sleep 600 & echo started; wait", "step",
