@@ -9,7 +9,9 @@ before getting the requeued message again, the broker put the message behind the
 getter that requeues what its ``basic.get`` returned has nothing in flight: P is 0.
 Receipts on different connections cannot be ordered, so when the message comes back to
 another consumer nothing is judged; nor after a disconnect, a broker cancel, a recover
-or a failure fault, any of which may requeue or reorder. A broker that requeues at the
+or a failure fault, any of which may requeue or reorder; nor a requeue made while a
+failure fault is in force (its failover may have requeued the delivery already and given
+the message to another consumer before the requeue). A broker that requeues at the
 tail of a long queue gives the message back only after such an event, so the consumer
 is accused as soon as it has more than P + ``SLACK`` later first deliveries with the
 message still not seen anywhere: the slack covers a copy another consumer got first but
@@ -77,6 +79,11 @@ class Requeues:
                 s.process == ev.process and s.queue == queue for s in timeline.sessions):
             prefetch = 0  # a getter: each basic.get answers one message, none in flight
         else:
+            return
+        if any(f.applied and f.end is None and f.kind in FAILURE_FAULTS
+               for f in timeline.faults()):
+            # A failover under way may already have requeued this very delivery and
+            # given the message to someone else: then this requeue moves nothing.
             return
         watch = _Watch(ev.msg, ev.process, queue, log.name, ev.seq, prefetch,
                        log.sent[ev.seq])

@@ -195,3 +195,30 @@ def test_a_copy_another_consumer_got_first_may_be_recorded_slightly_late() -> No
     b = _six_later(_requeued_by_c1())
     result = run(_then(b, "p1-2", "p1-3", "p1-4", "p1-5", back_to="c2"))
     assert part(result, "ordering").valid is True
+
+
+def test_a_requeue_made_while_a_failover_is_under_way_is_not_judged() -> None:
+    """c1 holds p1-1 when the master is killed; the promoted mirror has already given it
+    to c2 when c1's reject (of its stale copy) comes: that requeue moves nothing. The
+    same requeue once every fault has ended is judged."""
+    for in_force, judged in ((True, False), (False, True)):
+        b = builder()
+        b.consume("c1", prefetch=1)
+        b.consume("c2", prefetch=1)
+        for seq in range(1, 7):
+            b.publish(f"p1-{seq}")
+        b.deliver("p1-1")
+        kill = b.fault("kill", ["n1"])
+        if not in_force:
+            b.heal(kill)
+        b.deliver("p1-1", "c2", redelivered=True)
+        b.reject("p1-1", requeue=True)
+        for seq in range(2, 7):
+            b.deliver(f"p1-{seq}")
+            b.ack(f"p1-{seq}")
+        b.ack("p1-1", "c2")
+        if in_force:
+            b.heal(kill)
+        b.drain()
+        result = run(b)
+        assert (violated(result, "reordered") == ["p1-1"]) is judged, result.violations
