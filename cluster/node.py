@@ -109,17 +109,28 @@ class AMQPProtocol(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         if self.connection is not None:
-            self.connection.writable = False
+            self.connection.output_stalled()
 
     def resume_writing(self) -> None:
-        connection = self.connection
-        if connection is None:
-            return
-        connection.writable = True
-        for channel in list(connection.channels.values()):
-            for consumer in list(channel.consumers.values()):
-                consumer.queue.dispatch()
-        self.node.flush()
+        if self.connection is not None and self.node.broker is not None:
+            self.connection.output_resumed()
+            self.node.flush()
+
+
+# The first byte of Linux's tcp_info is the connection's state: the peer's FIN leaves
+# it CLOSE_WAIT, a reset CLOSE.
+_TCP_CLOSE, _TCP_CLOSE_WAIT = 7, 8
+
+
+def _peer_has_closed(transport: asyncio.Transport) -> bool:
+    sock = transport.get_extra_info("socket")
+    if sock is None or not hasattr(socket, "TCP_INFO"):
+        return False
+    try:
+        state = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
+    except OSError:
+        return True
+    return state in (_TCP_CLOSE, _TCP_CLOSE_WAIT)
 
 
 def _internal_error(error: Exception) -> ConnectionError_:
@@ -582,8 +593,12 @@ class Node:
                 continue
             if data:
                 transport.write(data)
+                connection.output_written()
             if connection.should_close:
-                transport.close()
+                if connection.output_stalled_since is None:
+                    transport.close()
+                else:  # close() would wait for ever to write what the client does not read
+                    transport.abort()
             elif connection.reading_paused != (not transport.is_reading()):
                 if connection.reading_paused:
                     transport.pause_reading()
@@ -627,6 +642,15 @@ class Node:
             if self.broker is not None:
                 self.broker.tick()
                 self.flush()
+                self._drop_vanished_clients()
+
+    def _drop_vanished_clients(self) -> None:
+        """A socket we do not read (memory alarm, output stalled) never reports that its
+        client went away; without this, a flood's connections would hold their bodies
+        and the alarm for ever."""
+        for transport in list(self.transports.values()):
+            if not transport.is_reading() and _peer_has_closed(transport):
+                transport.abort()
 
 
 async def run_node(settings: NodeSettings, config: NodeConfig) -> None:

@@ -327,8 +327,32 @@ class LeanConnection(asyncio.Protocol):
         self.abort()
 
     def abort(self) -> None:
+        """Drop the socket at once, with whatever is still unsent: a broker that is not
+        reading us would otherwise keep the connection open."""
         if self._transport is not None:
-            self._transport.close()
+            self._transport.abort()
+
+    # -- writing without reading (harness.flood's greedy clients)
+
+    def stop_reading(self) -> None:
+        """Read nothing more: what the broker sends piles up on its side."""
+        assert self._transport is not None
+        self._transport.pause_reading()
+
+    def write(self, data: bytes) -> None:
+        self._write_raw(data)
+
+    def buffered(self) -> int:
+        """Bytes written that the broker has not taken yet."""
+        return self._transport.get_write_buffer_size() if self._transport is not None else 0
+
+    @property
+    def closed(self) -> bool:
+        return self._error is not None
+
+    @property
+    def error_text(self) -> str:
+        return self._error.message if self._error is not None else ""
 
     # -- synchronous methods
 

@@ -108,6 +108,9 @@ class Channel:
         self._tx_settlements: list[tuple[int, bool, bool | None]] = []
         self.pending_commits: deque[tuple[int, list[ConfirmWait]]] = deque()
         self._content: _PendingContent | None = None
+        # Bytes of bodies this channel holds outside any queue (counted by the broker's
+        # memory alarm): content still arriving, and uncommitted transactions.
+        self.held_bytes = 0
         self._last_queue = ""
         self._consumer_counter = 0
 
@@ -145,6 +148,9 @@ class Channel:
             )
         if isinstance(method, framing.Publish):
             self._content = _PendingContent(method)
+            # A publisher from its first publish on: under a memory alarm its body is
+            # not read either.
+            self.connection.note_publish()
             return
         if isinstance(method, framing.Ack):
             self._settle(method.delivery_tag, method.multiple, None, method_id=80)
@@ -199,6 +205,7 @@ class Channel:
                 f"content body on channel {self.id} is longer than its header's body size",
             )
         content.parts.append(payload)
+        self._hold(len(payload))
         if content.remaining == 0:
             self._complete_content()
 
@@ -208,12 +215,17 @@ class Channel:
         self._content = None
         publish, head = content.publish, content.head
         body = content.parts[0] if len(content.parts) == 1 else b"".join(content.parts)
+        self._hold(-len(body))
         message = Message(publish.exchange, publish.routing_key, head.raw, body, head.persistent)
         try:
             self._publish(publish, message)
         except ChannelError as error:
             error.class_id, error.method_id = 60, 40
             raise
+
+    def _hold(self, size: int) -> None:
+        self.held_bytes += size
+        self.broker.held_bytes += size
 
     # -- permissions --------------------------------------------------------------------
 
@@ -240,9 +252,9 @@ class Channel:
             )
         if publish.immediate:
             raise ConnectionError_(NOT_IMPLEMENTED, "immediate=true", 60, 40)
-        self.connection.note_publish()
         if self.transactional:
             self._tx_publishes.append((publish, message))
+            self._hold(len(message.body))
             return
         lsn, wait = self._route(publish, message, self.confirm)
         if self.confirm:
@@ -422,6 +434,9 @@ class Channel:
         if not self.broker.config.breaks.no_requeue_on_close:
             self.settle_all(requeue=True)
         self.broker.confirm_dirty.discard(self)
+        self._content = None
+        self._tx_publishes.clear()
+        self._hold(-self.held_bytes)
         if self.broker.cluster is not None:
             self.broker.cluster.channel_closed(self)
 
@@ -687,7 +702,7 @@ class Channel:
     def _tx_commit(self, method: commands.Tx.Commit) -> None:
         if not self.transactional:
             raise ChannelError(PRECONDITION_FAILED, "channel is not transactional")
-        publishes, self._tx_publishes = self._tx_publishes, []
+        publishes = self._take_tx_publishes()
         settlements, self._tx_settlements = self._tx_settlements, []
         for delivery_tag, multiple, requeue in settlements:
             self._apply_settlement(
@@ -705,11 +720,16 @@ class Channel:
         self.pending_commits.append((lsn, waits))
         self.broker.confirm_dirty.add(self)
 
+    def _take_tx_publishes(self) -> list[tuple[framing.Publish, Message]]:
+        publishes, self._tx_publishes = self._tx_publishes, []
+        self._hold(-sum(len(message.body) for _, message in publishes))
+        return publishes
+
     def _tx_rollback(self, method: commands.Tx.Rollback) -> None:
         if not self.transactional:
             raise ChannelError(PRECONDITION_FAILED, "channel is not transactional")
         if not self.broker.config.breaks.tx_rollback_kept:
-            self._tx_publishes.clear()
+            self._take_tx_publishes()
         self._tx_settlements.clear()
         self.send(commands.Tx.RollbackOk())
 

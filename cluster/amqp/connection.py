@@ -2,7 +2,12 @@
 
 Feed it bytes with `receive_data` and time with `tick`; it puts outgoing bytes in
 `outbox` and says through `should_close` and `reading_paused` what the socket should
-do. Handshake: protocol header → start/start-ok (PLAIN or AMQPLAIN) → tune/tune-ok →
+do. Output is bounded as RabbitMQ's credit flow bounds it: while the socket cannot
+take more (`output_stalled`) the connection is not read, deliveries wait once
+`OUTBOX_LIMIT` bytes are queued, and a client that leaves its output unread for
+`send_timeout` seconds is dropped.
+
+Handshake: protocol header → start/start-ok (PLAIN or AMQPLAIN) → tune/tune-ok →
 open/open-ok; then channels. A hard error closes the connection with
 ``connection.close``; a malformed byte stream never escapes as an exception.
 """
@@ -40,6 +45,9 @@ if TYPE_CHECKING:
 FRAME_MIN_SIZE = 4096
 HANDSHAKE_TIMEOUT = 10.0
 CLOSE_TIMEOUT = 3.0
+# Bytes of output queued before deliveries wait for the shell to write it: a consumer
+# with no prefetch limit takes a queue's messages a socket's worth at a time, not all.
+OUTBOX_LIMIT = 1 << 20
 
 
 class State(enum.Enum):
@@ -74,9 +82,12 @@ class Connection:
         self.peer = peer
         self.state = State.AWAIT_HEADER
         self.outbox: list[bytes] = []
+        self._outbox_bytes = 0
+        # Deliveries stopped for want of room in the outbox: resumed once it is written.
+        self._room_wanted = False
         self.should_close = False
-        self.reading_paused = False
-        self.writable = True
+        # Since when the socket has taken no more output (None: it takes it).
+        self.output_stalled_since: float | None = None
         self.user = ""
         self.vhost: VirtualHost
         self.client_properties: dict[str, Any] = {}
@@ -108,18 +119,57 @@ class Connection:
         if not self.outbox:
             self.broker.dirty.add(self)
         self.outbox.append(data)
+        self._outbox_bytes += len(data)
 
     def send_many(self, frames: list[bytes]) -> None:
         if not self.outbox:
             self.broker.dirty.add(self)
         self.outbox.extend(frames)
+        self._outbox_bytes += sum(len(frame) for frame in frames)
 
     def take_output(self) -> bytes:
         data = b"".join(self.outbox)
         self.outbox.clear()
+        self._room_wanted = self._outbox_bytes >= OUTBOX_LIMIT
+        self._outbox_bytes = 0
         if data:
             self._last_sent = self.broker.now()
         return data
+
+    @property
+    def writable(self) -> bool:
+        """Whether deliveries may be queued now."""
+        return self.output_stalled_since is None and self._outbox_bytes < OUTBOX_LIMIT
+
+    @property
+    def reading_paused(self) -> bool:
+        """Blocked by the memory alarm, or its client is not taking our output: reading
+        more would only queue more replies, returns and confirms for it."""
+        return self.blocked or self.output_stalled_since is not None
+
+    def output_stalled(self) -> None:
+        """The shell: the socket's buffer is full."""
+        if self.output_stalled_since is None:
+            self.output_stalled_since = self.broker.now()
+
+    def output_resumed(self) -> None:
+        """The shell: the socket's buffer drained; reading and deliveries go on."""
+        self.output_stalled_since = None
+        self._room_wanted = False
+        self.broker.dirty.add(self)
+        self._dispatch_to_consumers()
+
+    def output_written(self) -> None:
+        """The shell wrote what `take_output` gave it: deliveries held back for room in
+        the outbox go on."""
+        if self._room_wanted and self.writable:
+            self._room_wanted = False
+            self._dispatch_to_consumers()
+
+    def _dispatch_to_consumers(self) -> None:
+        for channel in list(self.channels.values()):
+            for consumer in list(channel.consumers.values()):
+                consumer.queue.dispatch()
 
     def _send_method(self, channel: int, method: Method) -> None:
         self.send(framing.method_frame(channel, method))
@@ -475,10 +525,18 @@ class Connection:
 
     def tick(self) -> None:
         now = self.broker.now()
-        if self.state is State.OPEN and self.heartbeat:
+        stalled_since = self.output_stalled_since
+        send_timeout = self.broker.config.send_timeout
+        if stalled_since is not None and now - stalled_since > send_timeout:
+            # It cannot hear a connection.close either: the reason goes to the event log.
+            reason = f"client did not read its output for {send_timeout} s (send_timeout)"
+            self.broker.record_connection_error(
+                self, ConnectionError_(CONNECTION_FORCED, reason))
+            self._finish(reason)
+        elif self.state is State.OPEN and self.heartbeat:
             if self.reading_paused:
-                # Blocked: its socket is not read, so its heartbeats cannot arrive. Like
-                # RabbitMQ, do not count them as missed until reading resumes.
+                # Its socket is not read, so its heartbeats cannot arrive. Like RabbitMQ,
+                # do not count them as missed until reading resumes.
                 self._last_received = now
             if now - self._last_received > 2 * self.heartbeat:
                 self._finish(f"missed heartbeats from client, timeout: {self.heartbeat}s")
@@ -501,7 +559,6 @@ class Connection:
         if not self.has_published or self.blocked:
             return
         self.blocked = True
-        self.reading_paused = True
         if self.capabilities.get("connection.blocked"):
             self._send_method(0, commands.Connection.Blocked(reason="low on memory"))
         self.broker.dirty.add(self)
@@ -510,7 +567,6 @@ class Connection:
         if not self.blocked:
             return
         self.blocked = False
-        self.reading_paused = False
         if self.capabilities.get("connection.blocked"):
             self._send_method(0, commands.Connection.Unblocked())
         self.broker.dirty.add(self)

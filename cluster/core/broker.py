@@ -41,8 +41,12 @@ class BrokerConfig:
     channel_max: int = 2047
     heartbeat: int = 60
     max_message_size: int = 128 * 1024 * 1024
-    # Bytes of message bodies held in queues above which publishers are blocked.
+    # Bytes of message bodies held (in queues, being received, in open transactions)
+    # above which publishers are blocked.
     memory_high_watermark: int = 1 << 30
+    # Seconds a client may leave its output unread before its connection is dropped,
+    # as RabbitMQ's send_timeout: its socket is not read meanwhile.
+    send_timeout: int = 15
     # Users who may log in (AMQP and management API) only from a loopback address, as
     # RabbitMQ's loopback_users: guest's password is no secret.
     loopback_users: list[str] = field(default_factory=lambda: ["guest"])
@@ -86,6 +90,9 @@ class Broker:
         self.confirm_dirty: set[Channel] = set()
         self.durable_lsn = 0
         self.alarm = False
+        # Bodies channels hold outside any queue: content still arriving, messages
+        # published in a transaction not yet committed.
+        self.held_bytes = 0
         # Set by cluster.ha.Coordinator when the node is part of a cluster.
         self.cluster: Coordinator | None = None
         # Per vhost and queue, the succession the definitions file was loaded with
@@ -288,7 +295,9 @@ class Broker:
         self.confirm_dirty.clear()
 
     def message_bytes(self) -> int:
-        return sum(q.message_bytes for v in self.vhosts.values() for q in v.queues.values())
+        """What the memory alarm counts: bodies in queues and bodies channels hold."""
+        return self.held_bytes + sum(
+            q.message_bytes for v in self.vhosts.values() for q in v.queues.values())
 
     def check_memory(self) -> None:
         used = self.message_bytes()

@@ -16,13 +16,16 @@ PLAIN = "\x00guest\x00guest"
 
 
 def publish_frames(channel: int, body: bytes, routing_key: str, exchange: str = "",
-                   persistent: bool = False, mandatory: bool = False) -> bytes:
-    """basic.publish, its content header and body, as bytes on the wire."""
+                   persistent: bool = False, mandatory: bool = False,
+                   body_size: int | None = None) -> bytes:
+    """basic.publish, its content header and body, as bytes on the wire. ``body_size``:
+    what the header announces, if more than ``body`` (the rest still to come)."""
     properties = commands.Basic.Properties(delivery_mode=2 if persistent else 1)
+    announced = len(body) if body_size is None else body_size
     return (
         frame.marshal(commands.Basic.Publish(exchange=exchange, routing_key=routing_key,
                                              mandatory=mandatory), channel)
-        + frame.marshal(header.ContentHeader(0, len(body), properties), channel)
+        + frame.marshal(header.ContentHeader(0, announced, properties), channel)
         + (frame.marshal(ContentBody(body), channel) if body else b"")
     )
 
@@ -80,8 +83,13 @@ class MemoryClient:
     # -- receiving ----------------------------------------------------------------------
 
     def _collect(self) -> None:
-        self.broker.dirty.discard(self.connection)
-        self._buffer += self.connection.take_output()
+        """Take the output as the node's shell does: written at once, which makes room
+        for deliveries held back."""
+        connection = self.connection
+        self.broker.dirty.discard(connection)
+        while connection.outbox:
+            self._buffer += connection.take_output()
+            connection.output_written()
         while self._buffer:
             if self._buffer.startswith(b"AMQP"):
                 self.received.append((0, self._buffer[:8]))

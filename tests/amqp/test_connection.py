@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pamqp import commands
+from pamqp import commands, frame
 
+from cluster.amqp.connection import OUTBOX_LIMIT
 from cluster.core.broker import Broker, BrokerConfig
 from cluster.core.users import Permission
 from cluster.store import MessageStore
@@ -229,6 +230,70 @@ def test_memory_alarm_blocks_publishers_and_unblocks_when_drained() -> None:
     client.send(1, commands.Queue.Purge(queue="q"))
     assert any(isinstance(m, commands.Connection.Unblocked) for m in client.methods())
     assert not client.connection.reading_paused
+
+
+def test_a_body_still_arriving_counts_toward_the_memory_alarm() -> None:
+    broker = make_broker(memory_high_watermark=1000)
+    client = open_client(broker)
+    declare(client, "q")
+    client.send_raw(publish_frames(1, b"x" * 8000, "q", body_size=100_000))
+    assert broker.message_bytes() == 8000
+    assert any(isinstance(m, commands.Connection.Blocked) for m in client.methods())
+    assert client.connection.reading_paused
+    client.send(1, commands.Channel.Close(200, "bye", 0, 0))
+    assert broker.message_bytes() == 0
+    assert any(isinstance(m, commands.Connection.Unblocked) for m in client.methods())
+
+
+def test_an_uncommitted_transaction_counts_toward_the_memory_alarm() -> None:
+    broker = make_broker(memory_high_watermark=1000)
+    client = open_client(broker)
+    declare(client, "q")
+    client.send(1, commands.Tx.Select())
+    for _ in range(3):
+        client.publish(1, b"x" * 600, "q")
+    assert broker.message_bytes() == 1800
+    assert client.connection.reading_paused
+    client.send(1, commands.Tx.Rollback())
+    assert broker.message_bytes() == 0
+    assert not client.connection.reading_paused
+
+
+def test_a_client_not_reading_its_output_is_not_read_then_dropped() -> None:
+    clock = FakeClock()
+    events = RecordedEvents()
+    broker = Broker(BrokerConfig(send_timeout=15), clock=clock, events=events)
+    broker.add_user("guest", "guest", ["administrator"])
+    broker.set_permissions("guest", "/", Permission())
+    client = open_client(broker, heartbeat=2)
+    client.connection.output_stalled()
+    assert client.connection.reading_paused
+    clock.now += 14
+    broker.tick()
+    assert not client.connection.should_close  # its heartbeats cannot be read meanwhile
+    client.connection.output_resumed()
+    assert not client.connection.reading_paused
+    client.connection.output_stalled()
+    clock.now += 16
+    broker.tick()
+    assert client.connection.should_close
+    errors = [fields for event, fields in events.emitted if event == "connection_error"]
+    assert errors[-1]["text"] == (
+        "CONNECTION_FORCED - client did not read its output for 15 s (send_timeout)")
+
+
+def test_deliveries_wait_for_room_in_the_outbox() -> None:
+    client = open_client(make_broker())
+    declare(client, "q")
+    body = b"m" * 1024
+    client.send_raw(b"".join(publish_frames(1, body, "q") for _ in range(3000)))
+    client.drain()
+    connection = client.connection
+    connection.receive_data(frame.marshal(commands.Basic.Consume(queue="q", no_ack=True), 1))
+    queued = sum(len(data) for data in connection.outbox)
+    assert OUTBOX_LIMIT <= queued < OUTBOX_LIMIT + 2 * len(body)
+    deliveries = client.deliveries()  # written by the "shell", room is made again
+    assert len(deliveries) == 3000
 
 
 @pytest.mark.parametrize("tx_action, expected", [(commands.Tx.Commit, 1),
