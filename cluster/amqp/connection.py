@@ -113,6 +113,11 @@ class Connection:
         self.blocked = False
         self.close_reason = ""
 
+    @property
+    def peer_host(self) -> str:
+        """The client's address without its port."""
+        return self.peer.rpartition(":")[0]
+
     # -- output -------------------------------------------------------------------------
 
     def send(self, data: bytes) -> None:
@@ -339,8 +344,7 @@ class Connection:
         """Why ``user`` may not log in (RabbitMQ's wording), or None when she may."""
         if self.broker.users.authenticate(user, password) is None:
             return f"user '{user}' - invalid credentials"
-        peer_host = self.peer.rpartition(":")[0]
-        if not may_log_in_from(user, peer_host, self.broker.config.loopback_users):
+        if not may_log_in_from(user, self.peer_host, self.broker.config.loopback_users):
             return f"user '{user}' can only connect via localhost"
         return None
 

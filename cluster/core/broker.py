@@ -18,6 +18,7 @@ from cluster.amqp.channel import Channel
 from cluster.amqp.connection import Connection, State
 from cluster.amqp.errors import ACCESS_REFUSED, AMQPError, ChannelError, ConnectionError_
 from cluster.breakages import Breaks
+from cluster.core.error_log import ErrorLogLimit
 from cluster.core.message import Message
 from cluster.core.policy import Policy, effective_policy
 from cluster.core.queue import MessageLog, Queue
@@ -93,6 +94,7 @@ class Broker:
         # Bodies channels hold outside any queue: content still arriving, messages
         # published in a transaction not yet committed.
         self.held_bytes = 0
+        self.error_log_limit = ErrorLogLimit()
         # Set by cluster.ha.Coordinator when the node is part of a cluster.
         self.cluster: Coordinator | None = None
         # Per vhost and queue, the succession the definitions file was loaded with
@@ -191,10 +193,17 @@ class Broker:
 
     def _record_error(self, event: str, connection: Connection, channel: int,
                       error: AMQPError) -> None:
-        self.events.emit(
-            event, connection=connection.id, peer=connection.peer, channel=channel,
-            code=error.code, text=error.reply_text,
-        )
+        if self.error_log_limit.admit(connection.peer_host, self.now()):
+            self.events.emit(
+                event, connection=connection.id, peer=connection.peer, channel=channel,
+                code=error.code, text=error.reply_text,
+            )
+
+    def _report_suppressed_errors(self) -> None:
+        limit = self.error_log_limit
+        for host, count in limit.ended(self.now()):
+            self.events.emit("client_errors_suppressed", host=host, count=count,
+                             window=limit.window, burst=limit.burst)
 
     # -- queues -------------------------------------------------------------------------
 
@@ -318,6 +327,7 @@ class Broker:
         for connection in list(self.connections.values()):
             connection.tick()
         self.check_memory()
+        self._report_suppressed_errors()
 
     def shutdown(self, reason: str) -> None:
         for connection in list(self.connections.values()):

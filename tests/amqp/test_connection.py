@@ -10,6 +10,7 @@ from pamqp import commands, frame
 
 from cluster.amqp.connection import OUTBOX_LIMIT
 from cluster.core.broker import Broker, BrokerConfig
+from cluster.core.error_log import BURST, WINDOW
 from cluster.core.users import Permission
 from cluster.store import MessageStore
 from tests.amqp.memory_client import FakeClock, MemoryClient, publish_frames
@@ -135,6 +136,26 @@ def test_bad_frame_end_closes_connection_with_501() -> None:
     client.send_raw(b"\x01\x00\x01\x00\x00\x00\x04\x00\x14\x00\x28\x00")
     close = client.methods()[-1]
     assert isinstance(close, commands.Connection.Close) and close.reply_code == 501
+
+
+def test_a_host_sending_bad_frames_cannot_flood_the_event_log() -> None:
+    clock = FakeClock()
+    events = RecordedEvents()
+    broker = Broker(BrokerConfig(), clock=clock, events=events)
+    broker.add_user("guest", "guest", ["administrator"])
+    broker.set_permissions("guest", "/", Permission())
+    for peer in ["127.0.0.1:1"] * (BURST + 30) + ["127.0.0.2:1"] * 5:
+        client = MemoryClient(broker, peer=peer)
+        client.send_raw(b"AMQP\x00\x00\x09\x01" + b"\x01\x00\x00\x00\x00\x00\x00\xff")
+        assert client.connection.state.value == "closing"
+    hosts = [fields["peer"].split(":")[0] for event, fields in events.emitted
+             if event == "connection_error"]
+    assert hosts == ["127.0.0.1"] * BURST + ["127.0.0.2"] * 5
+    clock.now += WINDOW
+    broker.tick()
+    summaries = [fields for event, fields in events.emitted
+                 if event == "client_errors_suppressed"]
+    assert [(s["host"], s["count"]) for s in summaries] == [("127.0.0.1", 30)]
 
 
 def test_method_while_content_expected_is_unexpected_frame() -> None:
