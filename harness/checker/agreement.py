@@ -3,7 +3,10 @@
 Per phase, every node that answered must report the same queues, and for each queue the
 same master and the same mirrors (as sets): else ``disagreement``. Two masters for one
 queue are ``split-brain``: a caveat under ``ignore`` partition handling, where the
-design stays split until a side restarts, a violation otherwise. Besides the quiet
+design stays split until a side restarts, once the harness's record has a fault that
+may have cut live nodes apart (`record.may_cut_apart`: a detected partition, a long
+pause, stalled or closed node links) before the moment it was seen; a violation
+otherwise — a kill, a stop or a slow link alone must not split a cluster. Besides the quiet
 moments, a scenario's ``cluster-state`` step records a ``settled-N`` phase mid-run, once
 the nodes agreed again after a heal or a bound ran out: a side that never rejoins (an
 autoheal loser that does not restart) is still split there, however the later faults
@@ -39,6 +42,7 @@ from typing import Any
 from harness.checker.compose import Streaming
 from harness.checker.membership import POLICY, Change, beyond, changes_from, covers, replayed
 from harness.checker.protocol import Handler, Observer
+from harness.checker.record import may_cut_apart
 from harness.checker.result import Anomaly, Result
 from harness.checker.run import Run
 from harness.history.model import Event
@@ -117,7 +121,9 @@ class _Agreement:
         policy_changes = [c for c in changes_from(run.timeline.faults(), (), run.header.nodes,
                                                   run.header.partition_handling)
                           if c.kind == POLICY]
+        faults = run.timeline.faults()
         caveat = _SPLIT_BRAIN_CAVEAT.get(run.header.partition_handling)
+        cuts = sorted(f.start for f in faults if may_cut_apart(f, faults))
         violations: list[Anomaly] = []
         caveats: list[Anomaly] = []
         for phase in self.times:
@@ -139,7 +145,8 @@ class _Agreement:
             for anomaly in found:
                 if anomaly.kind != self.kind:
                     continue
-                if anomaly.kind == SPLIT_BRAIN and caveat is not None:
+                if (anomaly.kind == SPLIT_BRAIN and caveat is not None and cuts
+                        and cuts[0] < self.times[phase]):
                     anomaly.caveat = caveat
                     caveats.append(anomaly)
                 else:

@@ -50,7 +50,7 @@ from harness.checker.membership import (
     master_at,
     replayed,
 )
-from harness.checker.record import detected
+from harness.checker.record import detected, link_ends
 from harness.checker.result import Fault
 from harness.checker.timeline import Timeline
 from harness.history.model import (
@@ -68,18 +68,6 @@ AUTOHEAL_AFTER_HEAL_S = 3.0
 _BREAKING_FAULTS = CRASH_FAULTS | SHUTDOWN_FAULTS | {PARTITION_FAULT}
 # Link faults that close the connections they stand on, again and again while in force.
 _CLOSING_FAULTS = frozenset({"limit_data", "reset_peer"})
-
-
-def link_ends(fault: Fault) -> frozenset[str]:
-    """The nodes at either end of the node-to-node links (``link:a->b``) ``fault`` stood
-    on; client links (``client:c1->n1``) do not count."""
-    ends: set[str] = set()
-    for name in fault.detail.get("links") or ():
-        kind, _, pair = str(name).partition(":")
-        source, arrow, target = pair.partition("->")
-        if kind == "link" and arrow:
-            ends.update((source, target))
-    return frozenset(ends)
 
 
 @dataclass(frozen=True)

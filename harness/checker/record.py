@@ -6,6 +6,7 @@ moment: a fault without targets (nor ``grudge``) is taken to touch every node.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from harness.checker.membership import paused_minority
@@ -65,6 +66,41 @@ def detected(partition: Fault, faults: Sequence[Fault]) -> bool:
                 and cut_off <= set(f.targets) and partition.start <= f.start < end):
             end = f.start
     return end - partition.start >= DETECTED_S
+
+
+def link_ends(fault: Fault) -> frozenset[str]:
+    """The nodes at either end of the node-to-node links (``link:a->b``) ``fault`` stood
+    on; client links (``client:c1->n1``) do not count."""
+    ends: set[str] = set()
+    for name in fault.detail.get("links") or ():
+        kind, _, pair = str(name).partition(":")
+        source, arrow, target = pair.partition("->")
+        if kind == "link" and arrow:
+            ends.update((source, target))
+    return frozenset(ends)
+
+
+def may_cut_apart(fault: Fault, faults: Sequence[Fault]) -> bool:
+    """Whether ``fault`` may have made live nodes lose each other for the detection
+    time, so that they met again as after a partition: a partition the nodes could
+    detect, a pause that long, or a degradation of node links that stalls or closes
+    them (any toxic but a latency, with its jitter, below the detection time). Crashes,
+    stops and restarts do not: a dead node comes back as a new incarnation."""
+    if not fault.applied:
+        return False
+    if fault.kind == PARTITION_FAULT:
+        return detected(fault, faults)
+    if fault.kind == "pause":
+        return (math.inf if fault.end is None else fault.end) - fault.start >= DETECTED_S
+    if fault.kind in FAILURE_FAULTS or fault.kind in _ADMIN_FAULTS:
+        return False
+    if fault.detail.get("links") and not link_ends(fault):
+        return False  # client links only
+    if fault.kind == "latency":
+        attributes = fault.detail.get("attributes") or {}
+        delay_ms = float(attributes.get("latency", 0)) + float(attributes.get("jitter", 0))
+        return delay_ms / 1000 >= DETECTED_S
+    return True
 
 
 def is_link_fault(fault: Fault) -> bool:

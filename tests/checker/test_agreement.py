@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from harness.checker import check
 from harness.checker.lost import Lost
 from harness.history import HistoryBuilder
@@ -96,11 +98,61 @@ def test_two_masters_are_a_split_brain_violation_under_autoheal() -> None:
     assert _kinds(b) == [("split-brain", None)]
 
 
-def test_two_masters_are_a_split_brain_caveat_under_ignore() -> None:
-    b = _states(builder(partition_handling="ignore"),
-                n3={"q": _view(master="n3", mirrors=())})
+def _split_after(*fault: tuple[str, tuple[str, ...], dict[str, Any]],
+                 heal_at: float = 10.0) -> HistoryBuilder:
+    """Under ``ignore``: the faults start at 1 s and heal at ``heal_at``; two masters
+    are seen at 20 s."""
+    b = builder(partition_handling="ignore").at(1.0)
+    ids = [b.fault(kind, targets, **detail) for kind, targets, detail in fault]
+    b.at(heal_at)
+    for fault_id in ids:
+        b.heal(fault_id)
+    b.at(20.0)
+    return _states(b, n3={"q": _view(master="n3", mirrors=())})
+
+
+LINK = {"links": ["link:n1->n2"]}
+
+
+@pytest.mark.parametrize("fault", [
+    ("partition", ("n3",), {}),
+    ("pause", ("n1",), {}),
+    ("timeout", ("n1", "n2"), LINK),
+    ("reset_peer", ("n1", "n2"), LINK),
+    ("latency", ("n1", "n2"), {**LINK, "attributes": {"latency": 1800, "jitter": 300}}),
+])
+def test_two_masters_after_a_cut_are_a_split_brain_caveat_under_ignore(
+    fault: tuple[str, tuple[str, ...], dict[str, Any]]
+) -> None:
+    b = _split_after(fault)
     assert _kinds(b) == [("split-brain", "partition-split-brain")]
     assert run(b).valid is True
+
+
+@pytest.mark.parametrize("faults", [
+    [],
+    [("kill", ("n1",), {})],
+    [("stop", ("n1",), {})],
+    [("latency", ("n1", "n2"), {**LINK, "attributes": {"latency": 1000, "jitter": 0}}),
+     ("kill", ("n1",), {})],
+    [("timeout", ("c1", "n1"), {"links": ["client:c1->n1"]})],
+])
+def test_two_masters_no_fault_could_explain_are_a_violation_under_ignore(
+    faults: list[tuple[str, tuple[str, ...], dict[str, Any]]]
+) -> None:
+    """A kill, a stop, a latency below failure detection or a client link's fault cuts
+    no live nodes apart: a split brain after them is the broker's doing."""
+    b = _split_after(*faults)
+    assert _kinds(b) == [("split-brain", None)]
+    assert run(b).valid is False
+
+
+def test_a_split_seen_before_the_cut_is_no_caveat() -> None:
+    b = builder(partition_handling="ignore")
+    b.at(5.0)
+    _states(b, phase="settled-1", n3={"q": _view(master="n3", mirrors=())})
+    b.at(6.0).fault("partition", ("n3",))
+    assert _kinds(b) == [("split-brain", None)]
 
 
 def test_a_node_that_could_not_be_asked_decides_no_agreement() -> None:
