@@ -205,6 +205,14 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              ("corrupted",),
              "a mirror restarted and synchronised while messages are queued, then "
              "promoted"),
+    Breakage("stale-proof-of-life",
+             "asked whether it still hears a peer another node lost, a node answers from "
+             "its own view (the peer is up to it) instead of checking that it lives now: "
+             "news it reads late passes for life, and a partial partition is declared "
+             "on a dead node", ("split-brain",),
+             "a node reading the master late (a latency below failure detection on the "
+             "master's link to it), then the master killed (ignore partition handling: "
+             "the split lasts)"),
 )}
 
 
@@ -254,6 +262,7 @@ class Breaks:
     boot_no_wait: bool = False
     credit_forgets_held: bool = False
     sync_drops_properties: bool = False
+    stale_proof_of_life: bool = False
 
     @classmethod
     def of(cls, names: list[str] | tuple[str, ...]) -> Breaks:

@@ -175,7 +175,8 @@ class Node:
         if settings.cluster is not None:
             self.peers = PeerNetwork(settings.name, settings.cluster, self._peer_status,
                                      self._peer_event, self._peer_message,
-                                     self._after_cluster_input)
+                                     self._after_cluster_input,
+                                     config.broker.breaks.stale_proof_of_life)
 
     # -- lifecycle ----------------------------------------------------------------------
 

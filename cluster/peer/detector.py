@@ -132,8 +132,11 @@ class PeerState:
 
 
 class FailureDetector:
-    def __init__(self, me: str, peers: list[str], tick: float, count: int) -> None:
+    def __init__(self, me: str, peers: list[str], tick: float, count: int,
+                 stale_proof_of_life: bool = False) -> None:
+        """``stale_proof_of_life``: the planted bug of that name (cluster.breakages)."""
         self.me = me
+        self._stale_proof_of_life = stale_proof_of_life
         self.timeout = tick * count
         self.peers = {name: PeerState() for name in peers}
         self.partitions: set[str] = set()
@@ -263,6 +266,8 @@ class FailureDetector:
         if not self.peers[asker].up:
             return []
         if about in self.peers and self.peers[about].up:
+            if self._stale_proof_of_life:
+                return [Answer(asker, about, True)]
             self._probes += 1
             self._questions.append((asker, about, self._probes))
             return [Probe(about, self._probes)]

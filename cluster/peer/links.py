@@ -105,6 +105,7 @@ class PeerNetwork:
         on_event: Callable[[Event], None],
         on_message: Callable[[str, Envelope], None],
         on_read: Callable[[], None],
+        stale_proof_of_life: bool = False,
     ) -> None:
         self.me = me
         self.settings = settings
@@ -112,7 +113,7 @@ class PeerNetwork:
         self._on_event = on_event
         self._on_message = on_message
         self.detector = FailureDetector(me, list(settings.peers), settings.tick,
-                                        settings.count)
+                                        settings.count, stale_proof_of_life)
         self._inbound: dict[str, _Inbound] = {}
         self._outbound: dict[str, asyncio.Transport] = {}
         self._tasks: list[asyncio.Task[None]] = []

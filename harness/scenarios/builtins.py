@@ -77,6 +77,23 @@ def _step(at: float, f: str, value: Mapping[str, object] | None = None) -> dict[
     return {"at": at, "f": f, **({"value": value} if value is not None else {})}
 
 
+# Half the failure-detection time (4 ticks of 0.5 s): the node reads the master's
+# heartbeats late but never misses one.
+_LATE_MS = 1000
+
+
+def _read_late_then_kill(at: float) -> list[dict[str, object]]:
+    """The youngest mirror reads what the master sends a second late, then the master is
+    killed: the eldest mirror loses it at once and asks the youngest whether it still
+    hears it, while the youngest still reads its last heartbeats. Once the nodes agree
+    again (or the bound runs out) their views are recorded: under ``ignore`` a false
+    partial partition leaves two masters for good."""
+    late = {"toxic": "latency", "links": MASTER_TO_YOUNGEST, "stream": "upstream",
+            "attributes": {"latency": _LATE_MS, "jitter": 0}}
+    return [_step(at, "degrade", late), _step(at + 2.0, "kill", _MASTER),
+            _step(at + 4.0, SETTLED_STATE), _step(at + 5.0, "heal")]
+
+
 def _cut_and_kill(at: float, which: str = "master") -> list[dict[str, object]]:
     isolate = _ISOLATE_MASTER if which == "master" else _ISOLATE_MIRROR
     return [_step(at, "partition", isolate), _step(at + _CUT, "kill", {"nodes": which})]
@@ -333,6 +350,17 @@ DETECTION: tuple[Scenario, ...] = (
                  *_syncs(10.0), _step(13.0, "kill", _MASTER), _step(15.0, "heal"),
                  *_syncs(17.0), *_full_restart(19.0)]}),
              phases=Phases(warmup=3.0, faults=26.0, recovery=6.0, promotion_drain=True)),
+    Scenario("gauntlet-late-peer", "news read late is no proof of life: the master's link "
+             "to its youngest mirror delayed 1 s (half of failure detection), then the "
+             "master killed, three times; the nodes must agree on one master each time "
+             "(ignore partition handling: a partial partition declared on the youngest's "
+             "stale view of the master would split them for good); then a drain by "
+             "promotion",
+             partition_handling="ignore", policy=_SURVIVE_POLICY, workload=_REPLICAS,
+             nemesis=NemesisSpec("sequence", options={"steps": [
+                 *_read_late_then_kill(0.0), *_read_late_then_kill(7.0),
+                 *_read_late_then_kill(14.0)]}),
+             phases=Phases(warmup=3.0, faults=20.0, recovery=6.0, promotion_drain=True)),
     Scenario("gauntlet-ops", "the master's other broadcasts and the cluster's metadata: "
              "a queue nobody consumes purged every 2 s (what a purge removed must never "
              "come back, also not from a mirror promoted later), every publish routed "
