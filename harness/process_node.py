@@ -9,6 +9,7 @@ raises `NodeStartError` carrying the tail of its log.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import signal
 import socket
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from faults.lazyfs import LazyFSError, LazyMount
 from faults.ports import free_port
@@ -210,6 +212,16 @@ class NodeProcess:
     def restart(self, timeout: float = 20.0) -> None:
         self.stop()
         self.start(timeout)
+
+
+def linked_nodes(base: Path, names: Sequence[str], **settings: Any) -> dict[str, NodeProcess]:
+    """Nodes in directories under ``base``, each dialling every other one directly
+    (no proxy between them); ``settings`` go to each `NodeProcess`."""
+    nodes = {name: NodeProcess(name, base / name, cluster_port=free_port(), **settings)
+             for name in names}
+    for src, dst in itertools.permutations(names, 2):
+        nodes[src].peers[dst] = f"127.0.0.1:{nodes[dst].cluster_port}"
+    return nodes
 
 
 def start_all(nodes: Sequence[NodeProcess], timeout: float = 20.0) -> None:

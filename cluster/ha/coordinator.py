@@ -609,7 +609,9 @@ class Coordinator:
     def _mark_synced(self, queue: ClusterQueue, targets: list[Member]) -> None:
         for member in targets:
             queue.join_seq.pop(member, None)
-        queue.record = replace(queue.record, synced=(*queue.record.synced, *targets))
+        # A target may have been synchronised by draining while its sync went round.
+        added = [m for m in targets if m not in queue.record.synced]
+        queue.record = replace(queue.record, synced=(*queue.record.synced, *added))
         self.write_record(queue.record)
 
     # -- membership ---------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Failure and partition detection, I/O-free.
 
 A peer is *linked* while its link to us is open and we have heard from it within
-``tick * count`` seconds (heartbeats go out every tick). Every hello and heartbeat says
+``tick * count`` seconds (heartbeats go out every tick; any bytes count, part of a frame
+too, as a busy node may take seconds to read a large one). Every hello and heartbeat says
 which peers its sender hears, and a peer is *up* only while it is linked and hears us:
 a link cut one way takes the pair apart on both sides, as a dropped Erlang distribution
 connection does. A peer that comes back up with the incarnation it had when it went
@@ -176,7 +177,7 @@ class FailureDetector:
         return outputs
 
     def message(self, peer: str, now: float) -> None:
-        """Any other message from the peer: its link is still alive."""
+        """Bytes from the peer, whole messages or part of one: its link is alive."""
         self.peers[peer].last_heard = now
 
     def _up(self, peer: str, incarnation: str) -> list[Output]:

@@ -54,6 +54,10 @@ class _Inbound(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
+        if self.peer is not None:
+            # Bytes are news from the peer, part of a frame too: a busy node reads a
+            # large frame (a GM catch-up of megabytes) a piece per turn for seconds.
+            self.network.heard_from(self.peer)
         try:
             envelopes = self.frames.feed(data)
         except CodecError as error:
@@ -240,9 +244,12 @@ class PeerNetwork:
             else:
                 self._emit(self.detector.replied(peer, seq))
             return
-        self.detector.message(peer, self._now())
         if self.detector.peers[peer].up:
             self._on_message(peer, envelope)
+
+    def heard_from(self, peer: str) -> None:
+        """Bytes from the peer arrived: its link is alive."""
+        self.detector.message(peer, self._now())
 
     def inbound_lost(self, peer: str, inbound: _Inbound) -> None:
         if self._inbound.get(peer) is inbound:

@@ -9,7 +9,6 @@ import random
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from itertools import permutations
 from pathlib import Path
 
 import pika
@@ -20,7 +19,6 @@ from cluster import mqctl
 from cluster.peer.boot import LastRunningFile
 from faults.management import Management
 from faults.nemesis import Op, QueueAdminNemesis
-from faults.ports import free_port
 from faults.process.local import LocalProcesses
 from harness.ha_cases import (
     NodeAccess,
@@ -42,7 +40,7 @@ from harness.ha_cases import (
     unsynchronised_mirrors,
     wait_for,
 )
-from harness.process_node import NodeProcess, NodeStartError, start_all
+from harness.process_node import NodeProcess, NodeStartError, linked_nodes, start_all
 
 NAMES = ["n1", "n2", "n3"]
 
@@ -51,10 +49,7 @@ NAMES = ["n1", "n2", "n3"]
 def running_cluster(tmp_path: Path, names: list[str],
                     ) -> Iterator[tuple[dict[str, NodeAccess], LocalProcesses]]:
     """Node processes linked to one another directly, with a fast failure detector."""
-    nodes = {name: NodeProcess(name, tmp_path / name, cluster_port=free_port(), tick=0.25)
-             for name in names}
-    for src, dst in permutations(names, 2):
-        nodes[src].peers[dst] = f"127.0.0.1:{nodes[dst].cluster_port}"
+    nodes = linked_nodes(tmp_path, names, tick=0.25)
     try:
         start_all(list(nodes.values()))
         yield {n: NodeAccess(p.amqp_url, p.mgmt_url) for n, p in nodes.items()}, \

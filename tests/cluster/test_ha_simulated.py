@@ -301,3 +301,32 @@ def test_a_metadata_write_lost_on_one_link_reaches_that_peer_through_another() -
     sim.kill("n1")
     sim.pump()
     assert all("ha.q" not in sim.brokers[n].vhosts["/"].queues for n in ("n2", "n3"))
+
+
+def test_a_mirror_synchronised_by_draining_during_its_sync_is_listed_once() -> None:
+    """n3 rejoins while m0 is delivered but unacknowledged; the automatic sync starts,
+    and the ack drains everything older than n3's join before the sync's last batch has
+    gone round: n3 is synchronised twice, once by each. The record listed it twice, and
+    the management API showed n3 twice among the synchronised mirrors
+    (scripts/measure-peer-health starvation waited for ["n1", "n2"], got
+    ["n1", "n2", "n2"])."""
+    sim = mirrored_queue(24)
+    sim.set_policy("n1", "^ha", {"ha-mode": "all", "ha-sync-mode": "automatic"})
+    sim.kill("n3")
+    sim.pump()
+    consumer = sim.client("n1")
+    consumer.publish(1, b"m0", "ha.q", persistent=True)
+    consumer.send(1, commands.Basic.Consume(queue="ha.q", consumer_tag="c"))
+    sim.pump()
+    ((method, _),) = consumer.deliveries()
+    sim.restart("n3")  # its sync starts: the master is paused until it is done
+    coordinator = sim.coordinators["n1"]
+    assert coordinator.syncs
+    consumer.send(1, commands.Basic.Ack(delivery_tag=method.delivery_tag))
+    sim.pump()  # nothing older than n3's join is left: synchronised by draining
+    while coordinator.sync_step():  # as n1's shell runs the sync, a batch at a time
+        sim.pump()
+    sim.pump()
+    (queue,) = [q for q in coordinator._queues() if q.name == "ha.q"]
+    assert len(queue.record.synced) == len(set(queue.record.synced))
+    assert queue_json(sim.brokers["n1"], queue)["synchronised_slave_nodes"] == ["n2", "n3"]
