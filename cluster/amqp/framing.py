@@ -1,8 +1,10 @@
 """AMQP 0-9-1 framing: split a byte stream into frames and encode outgoing ones.
 
-pamqp decodes and encodes method payloads. The frames that carry every message
-(``basic.publish``, content header, ``basic.deliver``, ``basic.ack``) have hand-written
-fast paths because they dominate the broker's per-message cost.
+Incoming method arguments and field tables are read by `cluster.amqp.fields` (linear
+in their size, nesting bounded); pamqp encodes what the broker sends. The frames that
+carry every message (``basic.publish``, content header, ``basic.deliver``,
+``basic.ack``) have hand-written fast paths because they dominate the broker's
+per-message cost.
 """
 
 from __future__ import annotations
@@ -10,11 +12,12 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from pamqp import commands, decode, header
+from pamqp import commands, header
 from pamqp.base import Frame as Method
 from pamqp.common import FieldTable
 from pamqp.frame import marshal as pamqp_marshal
 
+from cluster.amqp import fields
 from cluster.amqp.errors import (
     FRAME_ERROR,
     SYNTAX_ERROR,
@@ -106,22 +109,11 @@ def _short_string(payload: bytes, offset: int) -> tuple[str, int]:
     return payload[offset + 1 : stop].decode("utf-8"), stop
 
 
-# A field table nested past Python's recursion limit (a few hundred levels): pamqp's
-# decoder recurses per level, and the node must refuse it like any malformed table.
-TOO_DEEP = "field table nested too deeply"
-
-
-def _reason(error: Exception) -> object:
-    return TOO_DEEP if isinstance(error, RecursionError) else error
-
-
 def decode_field_table(data: bytes) -> tuple[int, FieldTable]:
-    """pamqp's field-table decoder (bytes consumed, table); a table nested too deeply
-    is a ValueError like any other malformed one."""
-    try:
-        return decode.field_table(data)
-    except RecursionError:
-        raise ValueError(TOO_DEEP) from None
+    """The field table at the start of ``data`` (bytes consumed, table); a malformed one,
+    or one nested deeper than `fields.MAX_DEPTH`, is a ValueError."""
+    table, end = fields.read_table(data, 0, len(data))
+    return end, table
 
 
 def decode_method(payload: bytes) -> Method | Publish | Ack:
@@ -143,15 +135,14 @@ def decode_method(payload: bytes) -> Method | Publish | Ack:
                 SYNTAX_ERROR, f"unknown method class {index >> 16} method {index & 0xFFFF}"
             )
         method = method_class()
-        method.unmarshal(payload[4:])
+        fields.read_arguments(method, payload, 4)
         return method
-    except (IndexError, ValueError, struct.error, UnicodeDecodeError,
-            RecursionError) as error:
+    except (IndexError, ValueError, struct.error) as error:
         # RabbitMQ calls arguments that do not decode a frame error.
         raise ConnectionError_(
             FRAME_ERROR,
             f"malformed method class {index >> 16} method {index & 0xFFFF}: "
-            f"{_reason(error)}",
+            f"{error}",
             index >> 16,
             index & 0xFFFF,
         ) from error
@@ -200,8 +191,7 @@ def decode_content_header(payload: bytes) -> ContentHead:
             if kind == _SHORTSTR:
                 offset += 1 + payload[offset]
             elif kind == _TABLE:
-                consumed, _ = decode_field_table(payload[offset:])
-                offset += consumed
+                _, offset = fields.read_table(payload, offset, len(payload))
             elif kind == _OCTET:
                 if bit == 0x1000:
                     persistent = payload[offset] == 2
@@ -210,7 +200,7 @@ def decode_content_header(payload: bytes) -> ContentHead:
                 offset += 8
         if offset > len(payload):
             raise ValueError("properties run past the end of the frame")
-    except (IndexError, ValueError, struct.error, UnicodeDecodeError) as error:
+    except (IndexError, ValueError, struct.error) as error:
         raise ConnectionError_(SYNTAX_ERROR, f"malformed content header: {error}") from error
     return ContentHead(class_id, body_size, persistent, payload)
 
