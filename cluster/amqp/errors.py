@@ -57,8 +57,11 @@ class AMQPError(Exception):
 
     @property
     def reply_text(self) -> str:
-        """Reply text in RabbitMQ's form, e.g. ``NOT_FOUND - no queue 'q' in vhost '/'``."""
-        return f"{REPLY_NAMES.get(self.code, str(self.code))} - {self.text}"[:255]
+        """Reply text in RabbitMQ's form, e.g. ``NOT_FOUND - no queue 'q' in vhost '/'``,
+        cut to the 255 octets a short string holds (not characters: a name it echoes
+        may be of two-octet ones)."""
+        text = f"{REPLY_NAMES.get(self.code, str(self.code))} - {self.text}"
+        return text.encode()[:255].decode("utf-8", "ignore")
 
 
 class ChannelError(AMQPError):

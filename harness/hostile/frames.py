@@ -9,11 +9,13 @@ import struct
 from pamqp import commands
 
 from harness.hostile import methods, wire
-from harness.hostile.context import STAGES, Built, Context, after_handshake, close
+from harness.hostile.context import STAGES, Built, Context, after_handshake, close, probed
 from harness.hostile.expect import (
     CHANNEL_ERROR,
     COMMAND_INVALID,
     FRAME_ERROR,
+    NOT_ALLOWED,
+    NOT_FOUND,
     SYNTAX_ERROR,
     UNEXPECTED_FRAME,
     WAITING,
@@ -196,3 +198,19 @@ def server_only_method(ctx: Context) -> Built:
                   "is not valid from a client")
 
 
+def multibyte_reply_text(ctx: Context) -> Built:
+    """Names of up to 254 octets of two-octet characters, echoed in a reply text that
+    must be cut to 255 octets, not characters (the end of the text may go)."""
+    name = ctx.rng.choice("\u00e9\u00fc\u0436") * ctx.rng.randint(110, 127)
+    roll = ctx.rng.random()
+    if roll < 0.25:
+        data = wire.method(1, commands.Exchange.Declare(exchange=ctx.name, exchange_type=name))
+        return close("open", data, COMMAND_INVALID, "unknown exchange type")
+    if roll < 0.5:
+        return close("header", wire.start_ok(mechanism=name), COMMAND_INVALID,
+                      "unknown authentication mechanism")
+    if roll < 0.75:
+        return close("tune_ok", wire.connection_open(name), NOT_ALLOWED, "vhost")
+    data = wire.method_raw(1, 50, 10, b"\x00\x00" + wire.short(name) + b"\x01"
+                           + wire.table([]))  # passive
+    return probed(data, NOT_FOUND, "no queue")

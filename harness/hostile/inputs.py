@@ -20,7 +20,6 @@ from harness.hostile.expect import ANY, FRAME_ERROR, Expect, HostileInput
 from harness.hostile.open_bugs import (
     OPEN_BUGS,
     known_bug,
-    multibyte_reply_text,
     unjsonable_arguments,
     unusual_names,
 )
@@ -97,10 +96,10 @@ CLASSES: dict[str, tuple[Builder, float]] = {
     "random-bytes": (noise.random_bytes, 6),
     "random-mutation": (noise.random_mutation, 12),
     "served": (noise.served, 2),
+    "multibyte-reply-text": (frames.multibyte_reply_text, 2),
 }
 OPEN_BUG_CLASSES: dict[str, tuple[Builder, float, str]] = {
     "unjsonable-arguments": (unjsonable_arguments, 2, "definitions-json"),
-    "multibyte-reply-text": (multibyte_reply_text, 2, "reply-text-bytes"),
     "unusual-names": (unusual_names, 2, "name-validation"),
 }
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pamqp import commands
 
 from harness.hostile import tables, wire
-from harness.hostile.context import Built, Context, close, probed
-from harness.hostile.expect import ANY, COMMAND_INVALID, NOT_ALLOWED, NOT_FOUND, SERVED, Expect
+from harness.hostile.context import Built, Context
+from harness.hostile.expect import ANY, SERVED, Expect
 
 
 @dataclass(frozen=True)
@@ -30,10 +30,6 @@ OPEN_BUGS = {
         "or a timestamp: saving definitions.json raises TypeError, then on every later "
         "definitions change, anyone's",
         re.compile(r"TypeError: Object of type \w+ is not JSON serializable")),
-    "reply-text-bytes": OpenBug(
-        "a reply text cut to 255 characters, not octets, that echoes a name of two-octet "
-        "characters: encoding the connection.close or channel.close raises TypeError",
-        re.compile(r"TypeError: string exceeds maximum length of 255 bytes")),
     "name-validation": OpenBug(
         "a queue or exchange name that pamqp's reply constructors refuse (outside "
         "[a-zA-Z0-9-_.:@#,/+ ]): queue.declare-ok, basic.return and basic.get-ok raise "
@@ -58,23 +54,6 @@ def unjsonable_arguments(ctx: Context) -> Built:
         data = wire.method_raw(1, 40, 10, b"\x00\x00" + wire.short(ctx.name)
                                + wire.short("direct") + b"\x02" + arguments)
     return Built("open", data, Expect(ANY))
-
-
-def multibyte_reply_text(ctx: Context) -> Built:
-    """Names of up to 254 octets of two-octet characters, echoed in a reply text."""
-    name = ctx.rng.choice("\u00e9\u00fc\u0436") * ctx.rng.randint(110, 127)
-    roll = ctx.rng.random()
-    if roll < 0.25:
-        data = wire.method(1, commands.Exchange.Declare(exchange=ctx.name, exchange_type=name))
-        return close("open", data, COMMAND_INVALID, "unknown exchange type")
-    if roll < 0.5:
-        return close("header", wire.start_ok(mechanism=name), COMMAND_INVALID,
-                      "unknown authentication mechanism")
-    if roll < 0.75:
-        return close("tune_ok", wire.connection_open(name), NOT_ALLOWED, "not found")
-    data = wire.method_raw(1, 50, 10, b"\x00\x00" + wire.short(name) + b"\x01"
-                           + wire.table([]))  # passive
-    return probed(data, NOT_FOUND, "no queue")
 
 
 UNUSUAL = "!$%&'()*;<=>?[]^`{|}~\"\u00e9\u4e2d"  # characters RabbitMQ takes in names

@@ -76,6 +76,8 @@ SPEC: dict[str, set[tuple[str, int]]] = {
     "random-bytes": {(ANY, 0)},
     "random-mutation": {(ANY, 0)},
     "served": {(SERVED, 0)},
+    # A name of two-octet characters echoed in the reply text, cut to 255 octets.
+    "multibyte-reply-text": {(CLOSE, 503), (CLOSE, 530), (CHANNEL_CLOSE, 404)},
 }
 for _location, _code in REFUSAL.items():
     # Too large for its frame, any table is a frame error first.
