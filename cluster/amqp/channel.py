@@ -127,10 +127,10 @@ class Channel:
     def send(self, method: Method) -> None:
         self.connection.send(framing.method_frame(self.id, method))
 
-    def _send_content(self, method: Method, message: Message) -> None:
+    def _send_content(self, method_frame: bytes, message: Message) -> None:
         self.connection.send_many(
             [
-                framing.method_frame(self.id, method),
+                method_frame,
                 *framing.content_frames(
                     self.id, message.header, message.body, self.connection.frame_max
                 ),
@@ -284,8 +284,8 @@ class Channel:
             queue.dispatch()
         if not queues and publish.mandatory:
             self._send_content(
-                commands.Basic.Return(
-                    312, "NO_ROUTE", publish.exchange, publish.routing_key
+                framing.return_frame(
+                    self.id, 312, "NO_ROUTE", publish.exchange, publish.routing_key
                 ),
                 message,
             )
@@ -503,11 +503,13 @@ class Channel:
             return
         if isinstance(queue, ClusterQueue) and not queue.is_master:
             def counted(answer: dict[str, Any], payload: bytes) -> None:
-                self.send(commands.Queue.DeclareOk(name, answer["count"], answer["consumers"]))
+                self.connection.send(framing.declare_ok_frame(
+                    self.id, name, answer["count"], answer["consumers"]))
 
             self._ask_master(queue, "status", {}, counted)
             return
-        self.send(commands.Queue.DeclareOk(name, queue.ready_count, len(queue.consumers)))
+        self.connection.send(framing.declare_ok_frame(
+            self.id, name, queue.ready_count, len(queue.consumers)))
 
     def _queue_bind(self, method: commands.Queue.Bind) -> None:
         name = self._queue_name(method.queue)
@@ -643,8 +645,8 @@ class Channel:
             self.unacked[tag] = Delivery(queue, entry.seq, None)
         message = entry.message
         self._send_content(
-            commands.Basic.GetOk(
-                tag, redelivered, message.exchange, message.routing_key, remaining
+            framing.get_ok_frame(
+                self.id, tag, redelivered, message.exchange, message.routing_key, remaining
             ),
             message,
         )

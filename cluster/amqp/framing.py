@@ -253,6 +253,37 @@ def deliver_frame(
     return _frame(FRAME_METHOD, channel, payload)
 
 
+# Replies that echo a queue or exchange name, encoded here: pamqp's constructors refuse
+# names outside a narrow pattern (and exchange names over 127 octets) that RabbitMQ,
+# and so this broker, accept from clients.
+_DECLARE_OK_ID = _METHOD_ID.pack(50, 11)
+_RETURN_ID = _METHOD_ID.pack(BASIC_CLASS, 50)
+_GET_OK_ID = _METHOD_ID.pack(BASIC_CLASS, 71)
+_U16 = struct.Struct(">H")
+
+
+def declare_ok_frame(channel: int, queue: str, message_count: int,
+                     consumer_count: int) -> bytes:
+    payload = (_DECLARE_OK_ID + _encode_short(queue) + _U32.pack(message_count)
+               + _U32.pack(consumer_count))
+    return _frame(FRAME_METHOD, channel, payload)
+
+
+def return_frame(channel: int, reply_code: int, reply_text: str, exchange: str,
+                 routing_key: str) -> bytes:
+    payload = (_RETURN_ID + _U16.pack(reply_code) + _encode_short(reply_text)
+               + _encode_short(exchange) + _encode_short(routing_key))
+    return _frame(FRAME_METHOD, channel, payload)
+
+
+def get_ok_frame(channel: int, delivery_tag: int, redelivered: bool, exchange: str,
+                 routing_key: str, message_count: int) -> bytes:
+    payload = (_GET_OK_ID + _U64.pack(delivery_tag) + (b"\x01" if redelivered else b"\x00")
+               + _encode_short(exchange) + _encode_short(routing_key)
+               + _U32.pack(message_count))
+    return _frame(FRAME_METHOD, channel, payload)
+
+
 def confirm_frame(channel: int, delivery_tag: int, multiple: bool, ack: bool = True) -> bytes:
     """``basic.ack`` (or ``basic.nack`` with requeue) for publisher confirms."""
     if ack:

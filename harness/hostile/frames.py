@@ -8,7 +8,7 @@ import struct
 
 from pamqp import commands
 
-from harness.hostile import methods, wire
+from harness.hostile import methods, tables, wire
 from harness.hostile.context import STAGES, Built, Context, after_handshake, close, probed
 from harness.hostile.expect import (
     CHANNEL_ERROR,
@@ -16,6 +16,7 @@ from harness.hostile.expect import (
     FRAME_ERROR,
     NOT_ALLOWED,
     NOT_FOUND,
+    SERVED,
     SYNTAX_ERROR,
     UNEXPECTED_FRAME,
     WAITING,
@@ -214,3 +215,33 @@ def multibyte_reply_text(ctx: Context) -> Built:
     data = wire.method_raw(1, 50, 10, b"\x00\x00" + wire.short(name) + b"\x01"
                            + wire.table([]))  # passive
     return probed(data, NOT_FOUND, "no queue")
+
+
+UNUSUAL = "!$%&'()*;<=>?[]^`{|}~\"\u00e9\u4e2d"  # characters RabbitMQ takes in names
+
+
+def unusual_names(ctx: Context) -> Built:
+    """Valid names (any UTF-8 up to 255 octets) outside pamqp's narrower pattern: a
+    queue declared, or an exchange whose messages are returned or fetched."""
+    odd = ctx.name + "".join(ctx.rng.choice(UNUSUAL) for _ in range(ctx.rng.randint(1, 5)))
+    if ctx.rng.random() < 0.4:
+        data = wire.method_raw(1, 50, 10, b"\x00\x00" + wire.short(odd) + bytes((
+            tables.EXCLUSIVE,)) + wire.table([]))
+        return Built("open", data, Expect(SERVED, replies=((1, "Queue.DeclareOk"),)))
+    declare = wire.method_raw(1, 40, 10, b"\x00\x00" + wire.short(odd) + wire.short("fanout")
+                              + b"\x04" + wire.table([]))
+    message = wire.content_header(1, 2) + wire.body(1, b"hi")
+    if ctx.rng.random() < 0.5:  # unroutable and mandatory: returned
+        publish = wire.method_raw(1, 60, 40, b"\x00\x00" + wire.short(odd) + wire.short("k")
+                                  + b"\x01")
+        return Built("open", declare + publish + message, Expect(SERVED, replies=(
+            (1, "Exchange.DeclareOk"), (1, "Basic.Return"))))
+    queue = wire.method(1, commands.Queue.Declare(queue=ctx.name, exclusive=True))
+    bind = wire.method_raw(1, 50, 20, b"\x00\x00" + wire.short(ctx.name) + wire.short(odd)
+                           + wire.short("k") + b"\x00" + wire.table([]))
+    publish = wire.method_raw(1, 60, 40, b"\x00\x00" + wire.short(odd) + wire.short("k")
+                              + b"\x00")
+    get = wire.method(1, commands.Basic.Get(queue=ctx.name, no_ack=True))
+    return Built("open", declare + queue + bind + publish + message + get, Expect(
+        SERVED, replies=((1, "Exchange.DeclareOk"), (1, "Queue.DeclareOk"),
+                         (1, "Queue.BindOk"), (1, "Basic.GetOk"))))

@@ -21,7 +21,6 @@ from harness.hostile.open_bugs import (
     OPEN_BUGS,
     known_bug,
     unjsonable_arguments,
-    unusual_names,
 )
 
 __all__ = ["OPEN_BUGS", "Generator", "Limits", "known_bug"]
@@ -97,10 +96,10 @@ CLASSES: dict[str, tuple[Builder, float]] = {
     "random-mutation": (noise.random_mutation, 12),
     "served": (noise.served, 2),
     "multibyte-reply-text": (frames.multibyte_reply_text, 2),
+    "unusual-names": (frames.unusual_names, 2),
 }
 OPEN_BUG_CLASSES: dict[str, tuple[Builder, float, str]] = {
     "unjsonable-arguments": (unjsonable_arguments, 2, "definitions-json"),
-    "unusual-names": (unusual_names, 2, "name-validation"),
 }
 
 

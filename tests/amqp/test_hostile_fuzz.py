@@ -78,6 +78,8 @@ SPEC: dict[str, set[tuple[str, int]]] = {
     "served": {(SERVED, 0)},
     # A name of two-octet characters echoed in the reply text, cut to 255 octets.
     "multibyte-reply-text": {(CLOSE, 503), (CLOSE, 530), (CHANNEL_CLOSE, 404)},
+    # Names RabbitMQ takes but pamqp's reply constructors refuse, echoed in replies.
+    "unusual-names": {(SERVED, 0)},
 }
 for _location, _code in REFUSAL.items():
     # Too large for its frame, any table is a frame error first.
