@@ -22,7 +22,7 @@ from cluster.ha.queue import ClusterQueue
 from cluster.mgmt.shapes import queue_json
 from cluster.node import parse_args
 from cluster.peer.boot import BootError
-from cluster.peer.detector import PeerUp
+from cluster.peer.detector import Answer, PeerUp, Probe
 from cluster.store import MessageStore
 from tests.amqp.memory_client import MemoryClient, publish_frames
 from tests.cluster.simcluster import SimCluster
@@ -778,3 +778,17 @@ def test_a_sync_ends_only_once_its_batches_have_reached_every_mirror() -> None:
     sim.pump()
     assert queue_json(sim.brokers["n1"], queue)["synchronised_slave_nodes"] == ["n2", "n3"]
     assert (held(sim, "n2"), held(sim, "n3")) == (5, 5) and not queue.copy.paused
+
+
+def test_break_stale_proof_of_life(tmp_path: Path) -> None:
+    """Asked by n3 whether it still hears n1, n2 must probe n1 and answer only on its
+    reply; the broken node answers yes from its own view at once."""
+    for breaks, answers_at_once in (((), False), (("stale-proof-of-life",), True)):
+        node = three_node(tmp_path / str(answers_at_once), "n2", "ignore", *breaks)
+        assert node.peers is not None
+        detector = node.peers.detector
+        for peer in ("n1", "n3"):
+            detector.heard(peer, f"{peer}-1", True, ["n1", "n2", "n3"], now=0.0)
+        outputs = detector.asked("n3", "n1")
+        assert (outputs == [Answer("n3", "n1", True)]) is answers_at_once
+        assert any(isinstance(o, Probe) for o in outputs) is not answers_at_once
