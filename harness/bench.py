@@ -386,11 +386,13 @@ class LeanConnection(asyncio.Protocol):
 
     # -- publishing
 
-    def publish_frames(self, queue: str, body: bytes, persistent: bool) -> bytes:
+    def publish_frames(self, queue: str, body: bytes, persistent: bool,
+                       mandatory: bool = False) -> bytes:
         """The frames of one publish to `queue` via the default exchange, marshalled once."""
         properties = commands.Basic.Properties(delivery_mode=2 if persistent else 1)
+        publish = commands.Basic.Publish(exchange="", routing_key=queue, mandatory=mandatory)
         parts = [
-            frame.marshal(commands.Basic.Publish(exchange="", routing_key=queue), self.CHANNEL),
+            frame.marshal(publish, self.CHANNEL),
             frame.marshal(header.ContentHeader(0, len(body), properties), self.CHANNEL),
         ]
         chunk = self.frame_max - 8  # a body frame's payload is frame_max less its overhead

@@ -110,9 +110,10 @@ async def _open(url: AmqpUrl) -> _Flooder:
     return _Flooder(connection)
 
 
-def _publish(routing_key: str, size: int, mandatory: bool = False) -> bytes:
-    return (frame.marshal(commands.Basic.Publish(exchange="", routing_key=routing_key,
-                                                 mandatory=mandatory), LeanConnection.CHANNEL)
+def _announce(routing_key: str, size: int) -> bytes:
+    """A publish and the header of a ``size``-byte body, to be followed by its frames."""
+    return (frame.marshal(commands.Basic.Publish(exchange="", routing_key=routing_key),
+                          LeanConnection.CHANNEL)
             + frame.marshal(header.ContentHeader(0, size, commands.Basic.Properties()),
                             LeanConnection.CHANNEL))
 
@@ -129,7 +130,7 @@ async def _bodies(url: AmqpUrl, spec: FloodSpec, until: float) -> list[_Flooder]
     async def announce_and_hold(flooder: _Flooder) -> None:
         body_frame, count = _body_frames(flooder.connection, spec.body_size)
         flooder.connection.stop_reading()
-        if not await flooder.write(_publish(FLOOD_QUEUE, spec.body_size), until):
+        if not await flooder.write(_announce(FLOOD_QUEUE, spec.body_size), until):
             return
         for _ in range(count - 1):  # the last frame never comes
             if not await flooder.write(body_frame, until):
@@ -142,12 +143,8 @@ async def _bodies(url: AmqpUrl, spec: FloodSpec, until: float) -> list[_Flooder]
 async def _returns(url: AmqpUrl, spec: FloodSpec, until: float) -> list[_Flooder]:
     flooder = await _open(url)
     connection = flooder.connection
-    body_frame, count = _body_frames(connection, spec.return_size)
-    remainder = spec.return_size - count * (connection.frame_max - 8)
-    message = (_publish("mirrorchaos-flood-unroutable", spec.return_size, mandatory=True)
-               + body_frame * count
-               + (frame.marshal(ContentBody(b"r" * remainder), LeanConnection.CHANNEL)
-                  if remainder else b""))
+    message = connection.publish_frames("mirrorchaos-flood-unroutable",
+                                        b"r" * spec.return_size, False, mandatory=True)
     connection.stop_reading()
     while await flooder.write(message, until):
         pass
