@@ -3,10 +3,11 @@ queues and bindings, policies), replaced atomically on every change."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
+
+from cluster.amqp import tablejson
 
 
 class DefinitionsError(ValueError):
@@ -23,8 +24,8 @@ class DefinitionsFile:
         except FileNotFoundError:
             return None
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as error:
+            data = tablejson.loads(text)
+        except ValueError as error:
             raise DefinitionsError(f"{self.path}: not valid JSON: {error}") from error
         if not isinstance(data, dict):
             raise DefinitionsError(f"{self.path}: expected a JSON object")
@@ -35,7 +36,7 @@ class DefinitionsFile:
         either the old or the new file, never a torn one."""
         tmp = self.path.with_suffix(".tmp")
         with tmp.open("w", encoding="utf-8") as handle:
-            json.dump(definitions, handle)
+            handle.write(tablejson.dumps(definitions))
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, self.path)

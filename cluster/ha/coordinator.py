@@ -10,12 +10,12 @@ answers other nodes' calls (``basic.get``, purge, delete, declare counts).
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from cluster.amqp import tablejson
 from cluster.core.message import Message
 from cluster.core.queue import Entry, Queue
 from cluster.gm import GMMessage, View
@@ -144,7 +144,7 @@ class Coordinator:
     def _broadcast_meta(self, updates: list[Update]) -> None:
         if not updates:
             return
-        payload = json.dumps([u.to_json() for u in updates]).encode()
+        payload = tablejson.dumps([u.to_json() for u in updates]).encode()
         for peer in self.running:
             self.send(peer, Envelope("meta", {}, payload))
 
@@ -155,7 +155,7 @@ class Coordinator:
 
     def _received_meta(self, peer: str, fields: dict[str, Any], payload: bytes) -> None:
         news = []
-        for data in json.loads(payload):
+        for data in tablejson.loads(payload):
             update = Update.from_json(data)
             if self.meta.apply(update):
                 self._apply(update.key, update.value)
@@ -166,7 +166,7 @@ class Coordinator:
             self.broker.save_definitions()
             # Passed on to the other peers: a write its node sent us may not have
             # reached them (a link that dropped it, a node that died right after).
-            relay = json.dumps(news).encode()
+            relay = tablejson.dumps(news).encode()
             for other in self.running:
                 if other != peer:
                     self.send(other, Envelope("meta", {"r": 1}, relay))
@@ -207,7 +207,7 @@ class Coordinator:
         self.running[peer] = incarnation
         self.leaving.discard(peer)
         snapshot = self.meta.snapshot()
-        self.send(peer, Envelope("meta", {}, json.dumps([u.to_json() for u in snapshot])
+        self.send(peer, Envelope("meta", {}, tablejson.dumps([u.to_json() for u in snapshot])
                                  .encode()))
         for queue in self._queues():
             if queue.is_master and not self.breaks.no_remirror:

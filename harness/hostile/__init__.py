@@ -3,8 +3,8 @@ each name the answer they must get, and runners that feed them to the broker in 
 or to a live node over sockets, beside a well-behaved client.
 
 * `inputs`: the generator and its classes (`frames`, `login`, `content`, `tables`,
-  `noise`; `open_bugs` for reported bugs), on `wire` (hand-built frames), `methods`
-  and `context` (handshake prefixes, limits);
+  `noise`), on `wire` (hand-built frames), `methods` and `context` (handshake
+  prefixes, limits);
 * `expect` and `judge`: the answers due, and reading and judging what came back;
 * `memory` and `live`: the runners; `tally`: counting a run.
 

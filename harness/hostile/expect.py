@@ -52,8 +52,6 @@ class HostileInput:
     data: bytes  # the hostile bytes
     expect: Expect
     stage: str = "none"
-    # A reported broker bug this input triggers (the class is generated only on request).
-    open_bug: str = ""
 
     @property
     def label(self) -> str:

@@ -1,6 +1,7 @@
 """Frame-level and method-level input classes: oversized, badly ended, unknown and cut
 frames, frames where none may come, methods cut short, unknown, out of turn or only a
-server's to send."""
+server's to send, and valid declarations the broker must serve: long multibyte names,
+unusual names, arguments of types JSON lacks."""
 
 from __future__ import annotations
 
@@ -245,3 +246,32 @@ def unusual_names(ctx: Context) -> Built:
     return Built("open", declare + queue + bind + publish + message + get, Expect(
         SERVED, replies=((1, "Exchange.DeclareOk"), (1, "Queue.DeclareOk"),
                          (1, "Queue.BindOk"), (1, "Basic.GetOk"))))
+
+
+DURABLE = 0x02  # queue.declare's and exchange.declare's durable bit: saved in definitions
+# Argument values of types JSON lacks: a decimal, a byte array, a long string that is not
+# UTF-8 (pamqp gives bytes), a timestamp.
+UNJSONABLE = (b"D\x02\x00\x00\x00\x05", b"x" + wire.long(b"\x00\x01"),
+              b"S" + wire.long(b"\xff\xfe"), b"T" + struct.pack(">Q", 1))
+
+
+def _durable_queue(name: str, arguments: bytes) -> bytes:
+    return wire.method_raw(1, 50, 10, b"\x00\x00" + wire.short(name) + bytes((DURABLE,))
+                           + arguments)
+
+
+def typed_arguments(ctx: Context) -> Built:
+    """A durable queue or exchange whose arguments hold a value JSON lacks, so saving
+    definitions must encode it; declared again with the same arguments (equivalent),
+    then another durable queue, to show that later definitions changes still save."""
+    arguments = wire.table([wire.entry("x-custom", b"", ctx.rng.choice(UNJSONABLE))])
+    if ctx.rng.random() < 0.5:
+        declare = _durable_queue(ctx.name, arguments)
+        reply = (1, "Queue.DeclareOk")
+    else:
+        declare = wire.method_raw(1, 40, 10, b"\x00\x00" + wire.short(ctx.name)
+                                  + wire.short("direct") + bytes((DURABLE,)) + arguments)
+        reply = (1, "Exchange.DeclareOk")
+    after = _durable_queue(ctx.name + "-after", wire.table([]))
+    return Built("open", declare + declare + after, Expect(SERVED, replies=(
+        reply, reply, (1, "Queue.DeclareOk"))))

@@ -3,7 +3,7 @@
 Each input is a handshake prefix (none, or up to a given step) and then the hostile
 bytes, and names what the broker must answer (`harness.hostile.expect`). Input ``i`` of
 seed ``s`` comes from its own random stream, so any input can be rebuilt alone. The
-classes live in `frames`, `login`, `content`, `tables`, `noise` and `open_bugs`.
+classes live in `frames`, `login`, `content`, `tables` and `noise`.
 """
 
 from __future__ import annotations
@@ -12,18 +12,12 @@ import itertools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from harness.hostile import content, frames, login, noise, tables, wire
 from harness.hostile.context import STAGE_REPLIES, Builder, Built, Context, Limits, close
 from harness.hostile.expect import ANY, FRAME_ERROR, Expect, HostileInput
-from harness.hostile.open_bugs import (
-    OPEN_BUGS,
-    known_bug,
-    unjsonable_arguments,
-)
 
-__all__ = ["OPEN_BUGS", "Generator", "Limits", "known_bug"]
+__all__ = ["Generator", "Limits"]
 
 
 # -- field tables: a class per kind of table and place it goes --------------------------
@@ -97,45 +91,24 @@ CLASSES: dict[str, tuple[Builder, float]] = {
     "served": (noise.served, 2),
     "multibyte-reply-text": (frames.multibyte_reply_text, 2),
     "unusual-names": (frames.unusual_names, 2),
+    "typed-arguments": (frames.typed_arguments, 2),
 }
-OPEN_BUG_CLASSES: dict[str, tuple[Builder, float, str]] = {
-    "unjsonable-arguments": (unjsonable_arguments, 2, "definitions-json"),
-}
-
-
-@lru_cache(maxsize=2)
-def _classes(open_bugs: bool) -> dict[str, tuple[Builder, float, str]]:
-    chosen = {name: (build, weight, "") for name, (build, weight) in CLASSES.items()}
-    if open_bugs:
-        chosen.update(OPEN_BUG_CLASSES)
-    return chosen
-
-
-@lru_cache(maxsize=2)
-def _draw(open_bugs: bool) -> tuple[list[str], list[float]]:
-    """Class names and their cumulative weights."""
-    classes = _classes(open_bugs)
-    names = list(classes)
-    return names, list(itertools.accumulate(classes[n][1] for n in names))
+# Class names and their cumulative weights, for the draw.
+NAMES = list(CLASSES)
+CUMULATIVE_WEIGHTS = list(itertools.accumulate(CLASSES[name][1] for name in NAMES))
 
 
 @dataclass(frozen=True)
 class Generator:
     seed: int
     limits: Limits = field(default_factory=Limits)
-    open_bugs: bool = False  # also the classes that trigger reported, unfixed bugs
-
-    def classes(self) -> dict[str, tuple[Builder, float, str]]:
-        return _classes(self.open_bugs)
 
     def input(self, index: int, kind: str | None = None) -> HostileInput:
         """Input ``index``; ``kind`` forces its class (the draw is then skipped)."""
         rng = random.Random(f"hostile:{self.seed}:{index}")
-        classes = self.classes()
         if kind is None:
-            names, weights = _draw(self.open_bugs)
-            kind = rng.choices(names, cum_weights=weights)[0]
-        build, _, bug = classes[kind]
+            kind = rng.choices(NAMES, cum_weights=CUMULATIVE_WEIGHTS)[0]
+        build, _ = CLASSES[kind]
         ctx = Context(rng, self.limits, f"hostile-{self.seed}-{index}",
                       rng.choice([0, 4096, 8192, 16384, 65536, self.limits.frame_max]))
         built = build(ctx)
@@ -144,4 +117,4 @@ class Generator:
             expect = Expect(expect.ending, expect.code, expect.text,
                             STAGE_REPLIES[built.stage] + expect.replies)
         return HostileInput(kind, self.seed, index, ctx.prefix(built.stage), built.data,
-                            expect, built.stage, bug)
+                            expect, built.stage)

@@ -10,7 +10,6 @@ client hangs up.
 
 from __future__ import annotations
 
-import json
 import random
 import time
 import traceback
@@ -20,13 +19,14 @@ from typing import Any
 from pamqp import commands, frame, header
 from pamqp.body import ContentBody
 
+from cluster.amqp import tablejson
 from cluster.amqp.connection import CLOSE_TIMEOUT, HANDSHAKE_TIMEOUT, Connection
 from cluster.core.broker import Broker, BrokerConfig
 from cluster.core.users import Permission
 from harness.hostile import wire
 from harness.hostile.context import handshake
 from harness.hostile.expect import HostileInput
-from harness.hostile.inputs import Generator, known_bug
+from harness.hostile.inputs import Generator
 from harness.hostile.judge import Answer, judge
 from harness.hostile.tally import KEPT_FINDINGS, Finding, Tally, exception_line, outcome
 
@@ -53,8 +53,8 @@ def make_broker(generator: Generator, clock: Clock) -> Broker:
 
 
 def _encode_definitions(definitions: dict[str, Any]) -> None:
-    """What the node's DefinitionsFile.save writes (json.dump), without the file."""
-    json.dumps(definitions)
+    """What the node's DefinitionsFile.save writes, without the file."""
+    tablejson.dumps(definitions)
 
 
 def _take(broker: Broker, connection: Connection) -> bytes:
@@ -172,20 +172,12 @@ class MemoryRun:
             tally.inputs += 1
             tally.by_class[hostile.kind] += 1
             tally.by_outcome[outcome(fed.answer, fed.closed)] += 1
-            bug = ""
-            if fed.failure:
-                line = exception_line(fed.failure)
-                tally.tracebacks[line] += 1
-                bug = known_bug(line)
             if fed.problems:
                 tally.problems += 1
-                finding = Finding(hostile, fed.problems, fed.failure, bug)
-                if bug:
-                    tally.known[bug] += 1
-                    tally.known_examples.setdefault(bug, finding)
-                elif len(tally.findings) < KEPT_FINDINGS:
-                    tally.findings.append(finding)
+                if len(tally.findings) < KEPT_FINDINGS:
+                    tally.findings.append(Finding(hostile, fed.problems, fed.failure))
             if fed.failure:
+                tally.tracebacks[exception_line(fed.failure)] += 1
                 break
             if index % POLITE_EVERY == 0:
                 polite.publish()

@@ -1,6 +1,6 @@
 """Counting a fuzz run: inputs per class, endings per close code, tracebacks, the inputs
-answered wrongly (told apart from those hitting a reported bug), the well-behaved
-client's messages, and the slowest input of each class."""
+answered wrongly, the well-behaved client's messages, and the slowest input of each
+class."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 from harness.hostile.expect import HostileInput
 from harness.hostile.judge import Answer
-from harness.hostile.open_bugs import known_bug
 
 KEPT_FINDINGS = 50  # findings kept whole (all are counted)
 
@@ -32,7 +31,6 @@ class Finding:
     hostile: HostileInput
     problems: list[str]
     traceback: str = ""
-    known: str = ""  # the reported bug it hit (open_bugs.OPEN_BUGS)
 
 
 @dataclass
@@ -42,9 +40,7 @@ class Tally:
     by_outcome: Counter[str] = field(default_factory=Counter)
     tracebacks: Counter[str] = field(default_factory=Counter)  # by exception line
     problems: int = 0  # inputs whose answer was wrong (tracebacks included)
-    known: Counter[str] = field(default_factory=Counter)  # of them: by the reported bug hit
-    findings: list[Finding] = field(default_factory=list)  # the first of the others
-    known_examples: dict[str, Finding] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)  # the first of them
     polite_published: int = 0
     polite_confirmed: int = 0
     polite_delivered: int = 0
@@ -57,10 +53,7 @@ class Tally:
         self.by_outcome.update(other.by_outcome)
         self.tracebacks.update(other.tracebacks)
         self.problems += other.problems
-        self.known.update(other.known)
         self.findings += other.findings[: max(0, KEPT_FINDINGS - len(self.findings))]
-        for bug, example in other.known_examples.items():
-            self.known_examples.setdefault(bug, example)
         self.polite_published += other.polite_published
         self.polite_confirmed += other.polite_confirmed
         self.polite_delivered += other.polite_delivered
@@ -68,15 +61,6 @@ class Tally:
         for kind, slow in other.slowest.items():
             if slow > self.slowest.get(kind, (0.0, 0)):
                 self.slowest[kind] = slow
-
-    @property
-    def unexplained(self) -> int:
-        """Inputs answered wrongly for no reported reason."""
-        return self.problems - sum(self.known.values())
-
-    def new_tracebacks(self) -> Counter[str]:
-        return Counter({line: count for line, count in self.tracebacks.items()
-                        if not known_bug(line)})
 
 
 def describe(findings: list[Finding], limit: int = 10) -> str:

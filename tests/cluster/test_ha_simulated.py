@@ -4,6 +4,9 @@ survives, repeats carry redelivered=true, and the queue is reachable from every 
 
 from __future__ import annotations
 
+import datetime
+from decimal import Decimal
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -330,3 +333,24 @@ def test_a_mirror_synchronised_by_draining_during_its_sync_is_listed_once() -> N
     (queue,) = [q for q in coordinator._queues() if q.name == "ha.q"]
     assert len(queue.record.synced) == len(set(queue.record.synced))
     assert queue_json(sim.brokers["n1"], queue)["synchronised_slave_nodes"] == ["n2", "n3"]
+
+
+def test_arguments_of_types_json_lacks_reach_every_node_as_they_were_declared() -> None:
+    """A durable queue and exchange whose arguments hold a decimal, bytes, a byte array
+    and a timestamp: every node has them, with their types (the metadata was JSON, which
+    had no form for them, and the declare failed with 541)."""
+    sim = mirrored_queue(5)
+    arguments = {"x-decimal": Decimal("2.5"), "x-bytes": bytearray(b"\x00\xff"),
+                 "x-when": datetime.datetime(2026, 11, 27, tzinfo=datetime.UTC)}
+    client = sim.client("n1")
+    client.send(1, commands.Queue.Declare(queue="ha.typed", durable=True,
+                                          arguments=arguments))
+    client.send(1, commands.Exchange.Declare(exchange="typed", exchange_type="direct",
+                                             durable=True, arguments=arguments))
+    sim.pump()
+    assert [type(m).__name__ for m in client.methods()] == ["DeclareOk", "DeclareOk"]
+    for node in ("n2", "n3"):
+        vhost = sim.brokers[node].vhosts["/"]
+        for declared in (vhost.queues["ha.typed"], vhost.exchanges["typed"]):
+            assert {k: (type(v), v) for k, v in declared.arguments.items()} == {
+                k: (type(v), v) for k, v in arguments.items()}
