@@ -98,7 +98,7 @@ class Connection:
         self.heartbeat = 0
         self.channels: dict[int, Channel] = {}
         self._closing_channels: set[int] = set()
-        self._reader = framing.FrameReader(config.frame_max)
+        self._reader = framing.FrameReader(FRAME_MIN_SIZE)
         self._header = b""
         # A channel waiting for another node's answer (basic.get on a remote queue, ...)
         # parks the connection: frames after it wait here so replies keep their order.
@@ -191,9 +191,18 @@ class Connection:
                 if not data:
                     return
             self._reader.feed(data)
+            if not (self.parked or self._backlog):
+                self._read_frames()
+        except ConnectionError_ as error:
+            self.close_with_error(error)
+
+    def _read_frames(self) -> None:
+        """Act on the frames read so far, a run at a time: the reader stops before a bad
+        frame, which is an error only once the frames before it are answered (and a
+        tune-ok among them has set the frame size it is held to)."""
+        while not self.parked and self.state is not State.CLOSED:
             frames = self._reader.frames()
-            if self.parked or self._backlog:
-                self._backlog.extend(frames)
+            if not frames:
                 return
             for index, (frame_type, channel, payload) in enumerate(frames):
                 self._receive_frame(frame_type, channel, payload)
@@ -202,8 +211,6 @@ class Connection:
                 if self.parked:
                     self._backlog.extend(frames[index + 1:])
                     return
-        except ConnectionError_ as error:
-            self.close_with_error(error)
 
     def park(self) -> None:
         self.parked = True
@@ -215,6 +222,7 @@ class Connection:
         try:
             while backlog and not self.parked and self.state is not State.CLOSED:
                 self._receive_frame(*backlog.popleft())
+            self._read_frames()
         except ConnectionError_ as error:
             self.close_with_error(error)
 
@@ -257,6 +265,9 @@ class Connection:
         if frame_type == framing.FRAME_HEARTBEAT:
             if channel != 0:
                 raise ConnectionError_(UNEXPECTED_FRAME, f"heartbeat frame on channel {channel}")
+            if payload:
+                raise ConnectionError_(FRAME_ERROR,
+                                       f"heartbeat frame with a {len(payload)}-byte payload")
             return
         if frame_type not in (framing.FRAME_METHOD, framing.FRAME_HEADER, framing.FRAME_BODY):
             raise ConnectionError_(FRAME_ERROR, f"unknown frame type {frame_type}")

@@ -48,7 +48,12 @@ HEARTBEAT_FRAME = b"\x08\x00\x00\x00\x00\x00\x00\xce"
 
 
 class FrameReader:
-    """Buffers bytes and yields whole frames as ``(type, channel, payload)``."""
+    """Buffers bytes and yields whole frames as ``(type, channel, payload)``.
+
+    A frame that breaks the rules (over `frame_max`, a wrong end octet) is raised as a
+    frame error only once it is the first frame left: the frames before it come out
+    first and are acted on, as RabbitMQ reads frames one by one, and one of them
+    (tune-ok) may change `frame_max` for the frames after it."""
 
     def __init__(self, frame_max: int) -> None:
         self.frame_max = frame_max
@@ -64,15 +69,19 @@ class FrameReader:
         end = len(buffer)
         while end - offset >= 7:
             frame_type, channel, size = _FRAME_HEAD.unpack_from(buffer, offset)
+            stop = offset + 7 + size
             if size + FRAME_OVERHEAD > self.frame_max:
+                if out:
+                    break
                 raise ConnectionError_(
                     FRAME_ERROR,
                     f"frame of {size + FRAME_OVERHEAD} bytes exceeds frame_max {self.frame_max}",
                 )
-            stop = offset + 7 + size
             if stop >= end:
                 break
             if buffer[stop] != FRAME_END:
+                if out:
+                    break
                 raise ConnectionError_(
                     FRAME_ERROR, f"frame end octet is 0x{buffer[stop]:02x}, expected 0xce"
                 )

@@ -1,10 +1,9 @@
 """What every input class builds on: the handshake prefixes and their answers, the
 broker's limits, and a class's output (stage, bytes, answer due).
 
-The prefix is delivered (and, on a socket, answered) before the hostile bytes: the
-broker splits a read into frames before it acts on any of them, so frames in the same
-read as a bad one may go unanswered, and frames in the read of tune-ok are held to the
-pre-tune frame_max. Classes whose answer would depend on that keep clear of it.
+The prefix is delivered (and, on a socket, answered) before the hostile bytes. Frames
+are held to 4096 bytes until tune-ok and to the frame_max it chose after it, as in
+RabbitMQ.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from cluster.amqp.connection import FRAME_MIN_SIZE
 from cluster.core.broker import BrokerConfig
 from harness.hostile import wire
 from harness.hostile.expect import CHANNEL_CLOSE, CLOSE, Expect, Reply
@@ -52,10 +52,8 @@ class Context:
         return self.frame_max or self.limits.frame_max
 
     def limit(self, stage: str) -> int:
-        """The largest frame the broker takes after ``stage``. At tune_ok the negotiated
-        one only binds frames read after tune-ok's read, so valid frames stay within it
-        and oversized ones exceed both."""
-        return self.negotiated if stage in ("tune_ok", "open") else self.limits.frame_max
+        """The largest frame the broker takes after ``stage``."""
+        return self.negotiated if stage in ("tune_ok", "open") else FRAME_MIN_SIZE
 
     def prefix(self, stage: str) -> bytes:
         return handshake(stage, self.frame_max)

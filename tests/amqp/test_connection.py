@@ -13,7 +13,7 @@ from cluster.core.broker import Broker, BrokerConfig
 from cluster.core.error_log import BURST, WINDOW
 from cluster.core.users import Permission
 from cluster.store import MessageStore
-from tests.amqp.memory_client import FakeClock, MemoryClient, publish_frames
+from tests.amqp.memory_client import PLAIN, FakeClock, MemoryClient, publish_frames
 
 
 def make_broker(clock: FakeClock | None = None, store: MessageStore | None = None,
@@ -136,6 +136,48 @@ def test_bad_frame_end_closes_connection_with_501() -> None:
     client.send_raw(b"\x01\x00\x01\x00\x00\x00\x04\x00\x14\x00\x28\x00")
     close = client.methods()[-1]
     assert isinstance(close, commands.Connection.Close) and close.reply_code == 501
+
+
+def _close_of(client: MemoryClient) -> tuple[int, str] | None:
+    closes = [m for m in client.methods() if isinstance(m, commands.Connection.Close)]
+    return (closes[-1].reply_code, closes[-1].reply_text) if closes else None
+
+
+def test_frames_before_a_bad_one_in_the_same_read_are_answered_first() -> None:
+    client = open_client(make_broker())
+    client.send_raw(frame.marshal(commands.Channel.Open(), 2)
+                    + b"\x01\x00\x01\x00\x00\x00\x04\x00\x14\x00\x28\x00")
+    received = [(channel, type(m).__name__) for channel, m in client.drain()]
+    assert received == [(2, "OpenOk"), (0, "Close")]
+
+
+def test_frames_read_with_tune_ok_are_held_to_the_frame_max_it_chose() -> None:
+    client = MemoryClient(make_broker())
+    client.send_raw(b"AMQP\x00\x00\x09\x01")
+    client.send(0, commands.Connection.StartOk(mechanism="PLAIN", response=PLAIN))
+    big = commands.Queue.Declare(queue="q", arguments={"x-pad": "p" * 8000})
+    client.send_raw(b"".join((
+        frame.marshal(commands.Connection.TuneOk(frame_max=131072), 0),
+        frame.marshal(commands.Connection.Open(virtual_host="/"), 0),
+        frame.marshal(commands.Channel.Open(), 1), frame.marshal(big, 1))))
+    assert [type(m).__name__ for m in client.methods()] == [
+        "Start", "Tune", "OpenOk", "OpenOk", "DeclareOk"]
+
+
+def test_a_frame_over_4096_bytes_before_tune_ok_is_a_frame_error() -> None:
+    client = MemoryClient(make_broker())
+    client.send_raw(b"AMQP\x00\x00\x09\x01")
+    client.send(0, commands.Connection.StartOk(
+        client_properties={"pad": "p" * 5000}, mechanism="PLAIN", response=PLAIN))
+    assert _close_of(client) == (
+        501, "FRAME_ERROR - frame of 5053 bytes exceeds frame_max 4096")
+
+
+def test_a_heartbeat_with_a_payload_is_a_frame_error() -> None:
+    client = open_client(make_broker())
+    client.send_raw(b"\x08\x00\x00\x00\x00\x00\x02hi\xce")
+    assert _close_of(client) == (
+        501, "FRAME_ERROR - heartbeat frame with a 2-byte payload")
 
 
 def test_a_host_sending_bad_frames_cannot_flood_the_event_log() -> None:
