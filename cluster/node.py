@@ -175,7 +175,7 @@ class Node:
         if settings.cluster is not None:
             self.peers = PeerNetwork(settings.name, settings.cluster, self._peer_status,
                                      self._peer_event, self._peer_message,
-                                     self._after_cluster_input,
+                                     self._after_cluster_input, self._peer_flow,
                                      config.broker.breaks.stale_proof_of_life)
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -566,6 +566,13 @@ class Node:
             self.broker.after_input()
             self.flush()
 
+    def _peer_flow(self, backlogged: bool) -> None:
+        """A link to a peer filled up or drained: publishers wait or go on, and so does
+        a sync's next batch."""
+        if self.broker is not None:
+            self.broker.set_peer_flow(backlogged)
+            self.flush()
+
     # -- the shell's duties -------------------------------------------------------------
 
     def flush(self) -> None:
@@ -581,7 +588,8 @@ class Node:
                 by_peer.setdefault(peer, []).append(envelope)
             for peer, envelopes in by_peer.items():
                 self.peers.send_all(peer, envelopes)
-            if coordinator.sync_sending() and not self._sync_scheduled:
+            if (coordinator.sync_sending() and not self._sync_scheduled
+                    and not self.peers.backlogged):
                 # A sync goes a batch per turn of the loop, so that cancel_sync_queue
                 # and everything else get in between.
                 self._sync_scheduled = True

@@ -148,9 +148,11 @@ class Connection:
 
     @property
     def reading_paused(self) -> bool:
-        """Blocked by the memory alarm, or its client is not taking our output: reading
-        more would only queue more replies, returns and confirms for it."""
-        return self.blocked or self.output_stalled_since is not None
+        """Blocked by the memory alarm, a publisher held while a peer link is backlogged,
+        or its client is not taking our output: reading more would only queue more
+        replies, returns and confirms for it."""
+        return (self.blocked or self.output_stalled_since is not None
+                or (self.has_published and self.broker.peer_flow))
 
     def output_stalled(self) -> None:
         """The shell: the socket's buffer is full."""
@@ -565,6 +567,8 @@ class Connection:
             self._finish("handshake timeout")
 
     def note_publish(self) -> None:
+        if not self.has_published and self.broker.peer_flow:
+            self.broker.dirty.add(self)  # to be paused now it is a publisher
         self.has_published = True
         if self.broker.alarm and not self.blocked:
             self.block()

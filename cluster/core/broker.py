@@ -91,6 +91,7 @@ class Broker:
         self.confirm_dirty: set[Channel] = set()
         self.durable_lsn = 0
         self.alarm = False
+        self.peer_flow = False  # set_peer_flow
         # Bodies channels hold outside any queue: content still arriving, messages
         # published in a transaction not yet committed.
         self.held_bytes = 0
@@ -307,6 +308,13 @@ class Broker:
         """What the memory alarm counts: bodies in queues and bodies channels hold."""
         return self.held_bytes + sum(
             q.message_bytes for v in self.vhosts.values() for q in v.queues.values())
+
+    def set_peer_flow(self, backlogged: bool) -> None:
+        """A link to a peer holds more than the peer takes: publishers are not read until
+        it drains (RabbitMQ's connection state "flow"), so that the link is never cut
+        for being slow."""
+        self.peer_flow = backlogged
+        self.dirty.update(c for c in self.connections.values() if c.has_published)
 
     def check_memory(self) -> None:
         used = self.message_bytes()

@@ -135,6 +135,13 @@ def _vhost_name(connection: Connection) -> str | None:
     return vhost.name if vhost is not None else None
 
 
+def _running_state(connection: Connection) -> str:
+    """RabbitMQ's names: blocked by the memory alarm, or held by flow control."""
+    if connection.blocked:
+        return "blocked"
+    return "flow" if connection.has_published and connection.broker.peer_flow else "running"
+
+
 def connection_json(node: str, connection: Connection, local: Address | None) -> dict[str, Any]:
     peer_host, peer_port = _host_port(connection.peer)
     state = _CONNECTION_STATES.get(connection.state, "starting")
@@ -143,7 +150,7 @@ def connection_json(node: str, connection: Connection, local: Address | None) ->
         "node": node,
         "user": connection.user,
         "vhost": _vhost_name(connection),
-        "state": "blocked" if connection.blocked and state == "running" else state,
+        "state": _running_state(connection) if state == "running" else state,
         "protocol": "AMQP 0-9-1",
         "peer_host": peer_host,
         "peer_port": peer_port,

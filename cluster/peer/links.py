@@ -14,6 +14,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from cluster.peer.codec import CodecError, Envelope, FrameBuffer, encode
 from cluster.peer.detector import (
@@ -28,8 +29,12 @@ from cluster.peer.detector import (
 
 log = logging.getLogger("mirrorchaos.peer")
 
-# A link whose unsent bytes exceed this is treated as dead: the peer cannot keep up.
-MAX_BUFFERED = 64 * 1024 * 1024
+# Unsent bytes on a link to a peer above which the node stops reading its publishers
+# and sending sync batches, and below which it goes on: as RabbitMQ's credit flow holds
+# publishers behind a busy distribution link. A link is never cut for being slow (that
+# would split the cluster); a peer that stopped reading is found by the detector.
+FLOW_HIGH = 16 * 1024 * 1024
+FLOW_LOW = 4 * 1024 * 1024
 
 
 @dataclass
@@ -84,13 +89,21 @@ class _Inbound(asyncio.Protocol):
 
 
 class _Outbound(asyncio.Protocol):
-    def __init__(self) -> None:
+    def __init__(self, on_flow: Callable[[bool], None]) -> None:
         self.closed = asyncio.get_running_loop().create_future()
         self.transport: asyncio.Transport | None = None
+        self._on_flow = on_flow
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        transport.set_write_buffer_limits(high=FLOW_HIGH, low=FLOW_LOW)
+
+    def pause_writing(self) -> None:
+        self._on_flow(True)
+
+    def resume_writing(self) -> None:
+        self._on_flow(False)
 
     def data_received(self, data: bytes) -> None:
         return  # peers never answer on our outbound link
@@ -109,6 +122,7 @@ class PeerNetwork:
         on_event: Callable[[Event], None],
         on_message: Callable[[str, Envelope], None],
         on_read: Callable[[], None],
+        on_flow: Callable[[bool], None],
         stale_proof_of_life: bool = False,
     ) -> None:
         self.me = me
@@ -123,6 +137,9 @@ class PeerNetwork:
         self._tasks: list[asyncio.Task[None]] = []
         self._server: asyncio.Server | None = None
         self._on_read = on_read
+        self._on_flow = on_flow
+        # Peers whose link holds more than FLOW_HIGH unsent bytes (until under FLOW_LOW).
+        self._backlogged: set[str] = set()
         # What this node's last-running file names, told to peers with our status: a
         # peer starting after a full-cluster stop learns whether we saw it stop.
         self.outlived_by: frozenset[str] | None = None
@@ -156,10 +173,24 @@ class PeerNetwork:
         if transport is None or transport.is_closing():
             return False
         transport.write(b"".join([encode(envelope) for envelope in envelopes]))
-        if transport.get_write_buffer_size() > MAX_BUFFERED:
-            transport.abort()
-            return False
         return True
+
+    @property
+    def backlogged(self) -> bool:
+        """Some link holds more unsent bytes than FLOW_HIGH (and not yet under FLOW_LOW):
+        publishers and syncs wait."""
+        return bool(self._backlogged)
+
+    def _link_flow(self, peer: str, busy: bool) -> None:
+        before = self.backlogged
+        if busy:
+            self._backlogged.add(peer)
+        else:
+            self._backlogged.discard(peer)
+        if self.backlogged != before:
+            log.info("peer link to %s %s", peer, "backlogged: publishers wait" if busy
+                     else "drained: publishers go on")
+            self._on_flow(self.backlogged)
 
     def announce(self) -> None:
         """Tell every peer our app state and whom we hear now, ahead of the next
@@ -272,7 +303,8 @@ class PeerNetwork:
         while True:
             try:
                 transport, protocol = await asyncio.wait_for(
-                    loop.create_connection(_Outbound, host, port), tick * self.settings.count
+                    loop.create_connection(partial(_Outbound, partial(self._link_flow, peer)),
+                                           host, port), tick * self.settings.count
                 )
             except (OSError, TimeoutError):
                 await asyncio.sleep(tick / 2)
@@ -288,6 +320,7 @@ class PeerNetwork:
             finally:
                 if self._outbound.get(peer) is transport:
                     del self._outbound[peer]
+                    self._link_flow(peer, False)  # what it held is gone with it
                 transport.abort()
             await asyncio.sleep(tick / 2)
 

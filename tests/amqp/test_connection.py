@@ -12,6 +12,7 @@ from cluster.amqp.connection import OUTBOX_LIMIT
 from cluster.core.broker import Broker, BrokerConfig
 from cluster.core.error_log import BURST, WINDOW
 from cluster.core.users import Permission
+from cluster.mgmt.shapes import connection_json
 from cluster.store import MessageStore
 from tests.amqp.memory_client import PLAIN, FakeClock, MemoryClient, publish_frames
 
@@ -293,6 +294,26 @@ def test_memory_alarm_blocks_publishers_and_unblocks_when_drained() -> None:
     client.send(1, commands.Queue.Purge(queue="q"))
     assert any(isinstance(m, commands.Connection.Unblocked) for m in client.methods())
     assert not client.connection.reading_paused
+
+
+def test_a_backlogged_peer_link_holds_publishers_only_and_tells_no_client() -> None:
+    broker = make_broker()
+    publisher, consumer = open_client(broker), open_client(broker)
+    declare(publisher, "q")
+    publisher.publish(1, b"m", "q")
+    broker.set_peer_flow(True)
+    assert publisher.connection in broker.dirty  # for the shell to pause it
+    late = open_client(broker)
+    late.publish(1, b"m", "q")  # a first publish while held: held from then on too
+    assert publisher.connection.reading_paused and late.connection.reading_paused
+    assert not consumer.connection.reading_paused
+    assert [connection_json("n1", c.connection, None)["state"]
+            for c in (publisher, late, consumer)] == ["flow", "flow", "running"]
+    assert not [m for c in (publisher, late) for m in c.methods()
+                if isinstance(m, commands.Connection.Blocked)]  # flow is not an alarm
+    broker.set_peer_flow(False)
+    assert not publisher.connection.reading_paused and not late.connection.reading_paused
+    assert broker.dirty >= {publisher.connection, late.connection}  # and resumes them
 
 
 def test_a_body_still_arriving_counts_toward_the_memory_alarm() -> None:

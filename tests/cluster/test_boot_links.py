@@ -37,11 +37,11 @@ async def test_a_node_that_a_booting_peer_saw_stop_waits_for_it_over_real_links(
     n1 = PeerNetwork("n1", ClusterSettings("c", "127.0.0.1", port1,
                                            {"n2": ("127.0.0.1", port2)}, tick=TICK),
                      lambda: ("i1", apps["n1"]), lambda event: None,
-                     lambda peer, envelope: None, lambda: None)
+                     lambda peer, envelope: None, lambda: None, lambda backlogged: None)
     n2 = PeerNetwork("n2", ClusterSettings("c", "127.0.0.1", port2,
                                            {"n1": ("127.0.0.1", port1)}, tick=TICK),
                      lambda: ("i2", apps["n2"]), lambda event: None,
-                     lambda peer, envelope: None, lambda: None)
+                     lambda peer, envelope: None, lambda: None, lambda backlogged: None)
     n1.outlived_by, n2.outlived_by = frozenset(), frozenset({"n1"})
     gate = BootGate(frozenset({"n1"}), frozenset({"n1"}), me="n2")
     await n1.start()

@@ -31,7 +31,7 @@ async def test_what_a_peer_coming_up_is_sent_first_is_not_dropped_by_it() -> Non
                                            {"n1": ("127.0.0.1", free_port())}, tick=TICK),
                      lambda: ("i2", True), lambda event: None,
                      lambda peer, envelope: received.append(f"{peer}:{envelope.type}"),
-                     lambda: None)
+                     lambda: None, lambda backlogged: None)
     n1: PeerNetwork
 
     def n1_event(event: Event) -> None:
@@ -40,7 +40,8 @@ async def test_what_a_peer_coming_up_is_sent_first_is_not_dropped_by_it() -> Non
 
     n1 = PeerNetwork("n1", ClusterSettings("c", "127.0.0.1", port1,
                                            {"n2": ("127.0.0.1", port2)}, tick=TICK),
-                     lambda: ("i1", True), n1_event, lambda peer, envelope: None, lambda: None)
+                     lambda: ("i1", True), n1_event, lambda peer, envelope: None, lambda: None,
+                     lambda backlogged: None)
     await n2.start()  # its own link to n1 goes nowhere: the test says its hello
     await n1.start()
     _, writer = await asyncio.open_connection("127.0.0.1", port1)

@@ -23,7 +23,7 @@ async def test_each_read_is_reported_once_after_its_envelopes() -> None:
     settings = ClusterSettings("c", "127.0.0.1", port, {"n2": ("127.0.0.1", free_port())})
     network = PeerNetwork("n1", settings, lambda: ("i1", True), lambda event: None,
                           lambda peer, envelope: calls.append(f"{peer}:{envelope.type}"),
-                          lambda: calls.append("read"))
+                          lambda: calls.append("read"), lambda backlogged: None)
     await network.start()
     _, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
@@ -50,7 +50,8 @@ async def test_part_of_a_large_frame_is_news_from_the_peer() -> None:
                                tick=30.0)  # no timer fires in the test: we tick the detector
     reads: list[str] = []
     network = PeerNetwork("n1", settings, lambda: ("i1", True), lambda event: None,
-                          lambda peer, envelope: None, lambda: reads.append("read"))
+                          lambda peer, envelope: None, lambda: reads.append("read"),
+                          lambda backlogged: None)
     await network.start()
     _, writer = await asyncio.open_connection("127.0.0.1", port)
     loop = asyncio.get_running_loop()
