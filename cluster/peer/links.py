@@ -24,6 +24,7 @@ from cluster.peer.detector import (
     FailureDetector,
     Heartbeat,
     Output,
+    PeerDown,
     Probe,
 )
 
@@ -180,6 +181,14 @@ class PeerNetwork:
         """Some link holds more unsent bytes than FLOW_HIGH (and not yet under FLOW_LOW):
         publishers and syncs wait."""
         return bool(self._backlogged)
+
+    def _drop_backlog(self, peer: str) -> None:
+        """A peer gone down with our link to it backlogged holds our publishers for
+        nothing: drop the link and what it holds (dialled again at once; a peer that
+        comes back gets our hello and a metadata snapshot anew)."""
+        transport = self._outbound.get(peer)
+        if transport is not None:
+            transport.abort()
 
     def _link_flow(self, peer: str, busy: bool) -> None:
         before = self.backlogged
@@ -357,4 +366,6 @@ class PeerNetwork:
                 self.send(output.to, Envelope("answer", {"node": output.about,
                                                          "hears": output.hears}))
             else:
+                if isinstance(output, PeerDown) and output.peer in self._backlogged:
+                    self._drop_backlog(output.peer)
                 self._on_event(output)
