@@ -118,6 +118,11 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "acks (and nacks or rejects without requeue) on the master are never broadcast "
              "to the mirrors",
              ("resurrected", "disagreement"), "master killed after consumers acked"),
+    Breakage("no-ack-not-replicated",
+             "deliveries to no-ack consumers (settled as they are sent) are never "
+             "broadcast to the mirrors, which keep those messages",
+             ("resurrected", "duplicate"),
+             "the master stopped or killed well after no-ack consumers were served"),
     Breakage("multiple-ack-last-only",
              "of an ack that settles several deliveries at once (basic.ack multiple=true), "
              "only the last reaches the mirrors", ("resurrected", "disagreement"),
@@ -244,6 +249,7 @@ class Breaks:
     no_gm_takeover: bool = False
     gm_reorder: bool = False
     acks_not_replicated: bool = False
+    no_ack_not_replicated: bool = False
     multiple_ack_last_only: bool = False
     purge_not_replicated: bool = False
     bindings_not_replicated: bool = False

@@ -246,7 +246,8 @@ class ClusterQueue:
             self.flush_gm()
 
     def taken(self, entry: Entry, no_ack: bool) -> None:
-        self._broadcast(["take", entry.seq, no_ack, entry.owner])
+        if not (no_ack and self.coordinator.breaks.no_ack_not_replicated):
+            self._broadcast(["take", entry.seq, no_ack, entry.owner])
         self.coordinator.queue_changed(self)
 
     def settled(self, seqs: list[int]) -> None:

@@ -27,7 +27,8 @@ from harness.scenarios import Scenario
 # The CI campaign: what `./dev -s chaos` runs on the correct broker and `./dev -s power`
 # against every planted bug.
 CI_SCENARIOS = ("gauntlet", "gauntlet-autoheal", "gauntlet-promote", "gauntlet-ops",
-                "gauntlet-replicas", "gauntlet-content", "gauntlet-late-peer")
+                "gauntlet-replicas", "gauntlet-content", "gauntlet-late-peer",
+                "gauntlet-no-ack")
 CI_SEEDS = (7, 11, 13)
 
 

@@ -63,6 +63,11 @@ _CONTENT = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers=
                         tx_publishers=1, consumers=2, getters=1, rate=20.0, prefetch=5,
                         ack_delay=0.2, large_every=10, client_nodes="spread",
                         reconnect="next")
+# No-ack consumers beside a manual-ack one, in a scenario of their own: the
+# no-ack-in-flight caveat excuses any loss from their queue once one of them or the
+# master breaks, which in another scenario would hide the losses other bugs cause.
+_NO_ACK = WorkloadSpec(publishers=2, no_ack_consumers=2, consumers=1, rate=60.0,
+                       prefetch=5, ack_delay=0.2, client_nodes="spread", reconnect="next")
 _PROMOTE_POLICY = {"ha-mode": "all", "ha-sync-mode": "manual",
                    "ha-promote-on-failure": "when-synced"}
 _ISOLATE_MASTER = {"kind": "isolate", "node": "master", "mode": "black-hole"}
@@ -361,6 +366,18 @@ DETECTION: tuple[Scenario, ...] = (
                  *_read_late_then_kill(0.0), *_read_late_then_kill(7.0),
                  *_read_late_then_kill(14.0)]}),
              phases=Phases(warmup=3.0, faults=20.0, recovery=6.0, promotion_drain=True)),
+    Scenario("gauntlet-no-ack", "what a no-ack consumer was sent is gone from every "
+             "replica: no-ack consumers beside a manual-ack one, the master stopped and "
+             "started again twice, then a mirror restarted and the master killed (each "
+             "promoted mirror must not deliver again what the old master settled as it "
+             "sent it); then a drain by promotion",
+             policy={"ha-mode": "all", "ha-sync-mode": "automatic"}, workload=_NO_ACK,
+             nemesis=NemesisSpec("sequence", options={"steps": [
+                 _step(4.0, "stop", _MASTER), _step(6.5, "heal"),
+                 _step(11.0, "stop", _MASTER), _step(13.5, "heal"),
+                 _step(16.0, "restart", {"nodes": "mirror"}),
+                 _step(20.0, "kill", _MASTER), _step(22.0, "heal")]}),
+             phases=Phases(warmup=3.0, faults=24.0, recovery=6.0, promotion_drain=True)),
     Scenario("gauntlet-ops", "the master's other broadcasts and the cluster's metadata: "
              "a queue nobody consumes purged every 2 s (what a purge removed must never "
              "come back, also not from a mirror promoted later), every publish routed "

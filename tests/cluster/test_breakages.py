@@ -602,6 +602,21 @@ def test_break_acks_not_replicated() -> None:
         assert _left_after_acks(11, breaks, multiple=False) == back
 
 
+def test_break_no_ack_not_replicated() -> None:
+    """Five messages delivered to a no-ack consumer on n1, then the master killed: n2,
+    promoted, must not hold them."""
+    for breaks, back in (((), []), (("no-ack-not-replicated",), numbered(5))):
+        sim = mirrored_queue(12, *breaks)
+        publish(sim, "n1", 5)
+        consumer = sim.client("n1")
+        consumer.send(1, commands.Basic.Consume(queue="ha.q", consumer_tag="c", no_ack=True))
+        sim.pump()
+        assert len(consumer.deliveries()) == 5
+        sim.kill("n1")
+        sim.pump()
+        assert bodies(drain(sim, "n2")) == back
+
+
 def test_break_multiple_ack_last_only() -> None:
     """One basic.ack multiple=true for five deliveries: the mirrors must drop all five,
     not just the last."""
