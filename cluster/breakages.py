@@ -32,6 +32,11 @@ class Breakage:
 CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
     Breakage("early-confirm", "confirms wait for this node's disk only, not the mirrors",
              ("lost",), "master killed just after confirming"),
+    Breakage("transient-early-confirm",
+             "a transient message is confirmed once the master has it (nothing to wait for "
+             "on disk), not once every mirror holds it in memory", ("lost",),
+             "transient messages among persistent ones; every link into the youngest "
+             "mirror black-holed, then the master and its eldest mirror killed at once"),
     Breakage("confirm-one-mirror",
              "a confirm (or tx.commit-ok) is sent once any one other replica has the "
              "message, not every one", ("lost",),
@@ -227,6 +232,7 @@ class Breaks:
     underscores), read where the guarantee is implemented."""
 
     early_confirm: bool = False
+    transient_early_confirm: bool = False
     confirm_one_mirror: bool = False
     early_tx_commit: bool = False
     confirm_waits_for_dead: bool = False

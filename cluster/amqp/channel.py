@@ -263,6 +263,12 @@ class Channel:
             self.pending_confirms.append((tag, lsn, wait))
             self.broker.confirm_dirty.add(self)
 
+    def _confirms_early(self, message: Message) -> bool:
+        """Planted bugs early-confirm and transient-early-confirm: no wait for the
+        mirrors."""
+        breaks = self.broker.config.breaks
+        return breaks.early_confirm or (breaks.transient_early_confirm and not message.persistent)
+
     def _route(self, publish: framing.Publish, message: Message,
                confirmed: bool) -> tuple[int, ConfirmWait | None]:
         """Enqueue on every matching queue; returns the store LSN to wait for and, when
@@ -275,7 +281,7 @@ class Channel:
                 assert isinstance(queue, ClusterQueue)
                 pubid = self._next_pubid
                 self._next_pubid = pubid + 1
-                if confirmed and wait is None and not self.broker.config.breaks.early_confirm:
+                if confirmed and wait is None and not self._confirms_early(message):
                     wait = self.broker.cluster_wait(self.ref, pubid)
                 lsn = max(lsn, queue.publish(message, self.ref, pubid, wait))
             else:

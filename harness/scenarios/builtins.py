@@ -51,10 +51,11 @@ _OPS = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers=2,
                     leavers=1, purgers=1, purge_interval=2.0, exchange="mirrorchaos.direct",
                     rate=60.0, prefetch=5, ack_delay=0.2, client_nodes="spread",
                     reconnect="next")
-# Publishers and consumers on every node, for a confirm that must span every replica.
+# Publishers and consumers on every node, for a confirm that must span every replica,
+# whether a message is held on disk or, every fourth one, in memory only.
 _REPLICAS = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers=3,
                          consumers=2, rate=60.0, prefetch=5, ack_delay=0.2,
-                         client_nodes="spread", reconnect="next")
+                         transient_every=4, client_nodes="spread", reconnect="next")
 # Every tenth message of each publisher a body in two frames: through the store, the
 # publishes to mirrors, syncs, promotions and a boot from disk, checked whole (content
 # and properties) on every delivery like every other message. The consumers fall behind
@@ -332,7 +333,8 @@ DETECTION: tuple[Scenario, ...] = (
                      **_PROMOTE_POLICY, "ha-mode": "nodes", "ha-params": ["mirror", "youngest"]}}),
                  _step(21.5, "heal")]}),
              phases=Phases(warmup=3.0, faults=23.0, recovery=6.0, promotion_drain=True)),
-    Scenario("gauntlet-replicas", "a confirm must span every replica: every link into "
+    Scenario("gauntlet-replicas", "a confirm must span every replica, on disk or (every "
+             "fourth message, transient) in memory: every link into "
              "the youngest mirror black-holed, then the master and its eldest mirror "
              "killed at once, three times (autoheal: the lone youngest mirror is promoted "
              "and must hold every confirmed message; ha-sync-mode automatic synchronises "

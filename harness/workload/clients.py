@@ -227,7 +227,8 @@ class Publisher(Client):
                     self.window.release()
                     break
                 msg = f"{self.id}-{next(self.seq)}"
-                self.record("publish", "invoke", msg=msg, queue=self.queue)
+                self.record("publish", "invoke", msg=msg, queue=self.queue,
+                            **content.publish_fields(msg, self.spec))
                 task = asyncio.create_task(self._publish(exchange, msg))
                 self.pending.add(task)
                 task.add_done_callback(self.pending.discard)
@@ -283,7 +284,8 @@ class TxPublisher(Client):
             try:
                 for _ in range(self.spec.tx_batch):
                     msg = f"{self.id}-{next(self.seq)}"
-                    self.record("publish", "invoke", msg=msg, queue=self.queue)
+                    self.record("publish", "invoke", msg=msg, queue=self.queue,
+                                **content.publish_fields(msg, self.spec))
                     batch.append(msg)
                     await answer_of(exchange.publish(
                         self.message(msg), routing_key=self.queue, mandatory=False))

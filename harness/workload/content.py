@@ -4,9 +4,11 @@ The body starts with the message id; every ``large_every``-th message of a publi
 (by its sequence number) is padded to ``large_size`` bytes, past one frame (the
 broker's frame_max is 128 KiB), so that bodies in several frames go through the
 broker's store, its mirrors, their syncs and promotions. The padding repeats the id, so
-a body that was cut, spliced or mixed with another message's shows. The properties a
-broker must pass on unchanged are the message id, the delivery mode and one header
-naming the message again.
+a body that was cut, spliced or mixed with another message's shows. Every
+``transient_every``-th message is published transient (delivery mode 1), so that the
+paths a message held only in memory takes are tried too. The properties a broker must
+pass on unchanged are the message id, the delivery mode and one header naming the
+message again.
 
 A delivery is checked by recomputing all of it from its id: what differs is recorded
 on the delivery's line (``corrupt``), for the checker's ``corrupted``.
@@ -27,15 +29,25 @@ HEADER = "mirrorchaos-msg"  # names the message again, in the content header
 def body(msg: str, spec: WorkloadSpec) -> bytes:
     """``msg``, padded to ``large_size`` when it is one of the large ones."""
     head = msg.encode()
-    if not _large(msg, spec):
+    if not _nth(msg, spec.large_every):
         return head
     unit = SEPARATOR + head
     repeats = -(-(spec.large_size - len(head)) // len(unit))
     return (head + unit * repeats)[:spec.large_size]
 
 
+def persistent(msg: str, spec: WorkloadSpec) -> bool:
+    return spec.persistent and not _nth(msg, spec.transient_every)
+
+
+def publish_fields(msg: str, spec: WorkloadSpec) -> dict[str, bool]:
+    """What a publish line of ``msg`` says of it besides the run's config: a transient
+    message among persistent ones says so (docs/history-format.md)."""
+    return {} if persistent(msg, spec) == spec.persistent else {"persistent": False}
+
+
 def message(msg: str, spec: WorkloadSpec) -> aio_pika.Message:
-    mode = (aio_pika.DeliveryMode.PERSISTENT if spec.persistent
+    mode = (aio_pika.DeliveryMode.PERSISTENT if persistent(msg, spec)
             else aio_pika.DeliveryMode.NOT_PERSISTENT)
     return aio_pika.Message(body(msg, spec), delivery_mode=mode, message_id=msg,
                             headers={HEADER: msg})
@@ -59,7 +71,7 @@ def differences(msg: str, payload: bytes, properties: Any, spec: WorkloadSpec) -
                      f"different from byte {same}")
     if properties.message_id != msg:
         found.append(f"message_id {properties.message_id!r}")
-    mode = 2 if spec.persistent else 1
+    mode = 2 if persistent(msg, spec) else 1
     if int(properties.delivery_mode or 1) != mode:
         found.append(f"delivery_mode {properties.delivery_mode}, {mode} published")
     header = (properties.headers or {}).get(HEADER)
@@ -68,8 +80,9 @@ def differences(msg: str, payload: bytes, properties: Any, spec: WorkloadSpec) -
     return "; ".join(found) or None
 
 
-def _large(msg: str, spec: WorkloadSpec) -> bool:
-    if not spec.large_every:
+def _nth(msg: str, every: int) -> bool:
+    """Whether ``msg`` is one of every ``every``-th of its publisher (0: none is)."""
+    if not every:
         return False
     _, _, seq = msg.rpartition("-")
-    return seq.isdigit() and int(seq) % spec.large_every == 0
+    return seq.isdigit() and int(seq) % every == 0

@@ -26,6 +26,10 @@ class WorkloadSpec:
     # promotions, checked whole on delivery like every message (workload/content.py).
     large_every: int = 0
     large_size: int = 200_000
+    # Every N-th message of each publisher (0: none) is transient though ``persistent``
+    # is set: held in memory only, by the master and its mirrors, and confirmed once
+    # every replica has it all the same.
+    transient_every: int = 0
     prefetch: int = 20
     # Seconds a consumer holds each delivery before acking it: messages are in flight
     # (unacknowledged) when a fault strikes, so failovers requeue and redeliver them.

@@ -151,6 +151,24 @@ def test_break_early_confirm() -> None:
         assert bool(confirmed - set(bodies(drain(sim, "n2")))) is lost
 
 
+def test_break_transient_early_confirm() -> None:
+    """Transient messages wait for the mirrors' memory as persistent ones wait for their
+    disks: with none reached, none is confirmed. Broken, they are, and lost with the
+    master (persistent ones still wait)."""
+    for breaks, lost in (((), False), (("transient-early-confirm",), True)):
+        sim = mirrored_queue(2, *breaks)
+        publisher = sim.client("n1")
+        publisher.send(1, commands.Confirm.Select())
+        publisher.methods()
+        for i in range(5):
+            publisher.publish(1, f"m{i}".encode(), "ha.q", persistent=i == 4)
+        confirmed = {f"m{tag - 1}".encode() for tag in confirmed_tags(publisher)}
+        assert b"m4" not in confirmed
+        sim.kill("n1")
+        sim.pump()
+        assert bool(confirmed - set(bodies(drain(sim, "n2")))) is lost
+
+
 def test_break_confirm_one_mirror() -> None:
     """The publishes reach the master and its eldest mirror, not yet the youngest: no
     confirm may go out. Broken, they are confirmed, and lost when the youngest is the

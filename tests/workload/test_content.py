@@ -8,7 +8,14 @@ import dataclasses
 import aio_pika
 
 from harness.workload import WorkloadSpec
-from harness.workload.content import HEADER, body, differences, message, message_id
+from harness.workload.content import (
+    HEADER,
+    body,
+    differences,
+    message,
+    message_id,
+    publish_fields,
+)
 
 SPEC = WorkloadSpec(large_every=3, large_size=200_000)
 
@@ -38,3 +45,22 @@ def test_every_kind_of_damage_is_named() -> None:
         f"message_id None; delivery_mode 1, 2 published; header {HEADER} None")
     transient = dataclasses.replace(SPEC, persistent=False)
     assert differences("p1-3", sent.body, sent, transient) == "delivery_mode 2, 1 published"
+
+
+def test_every_nth_message_is_transient_and_its_publish_line_says_so() -> None:
+    spec = WorkloadSpec(transient_every=4)
+    modes = {msg: message(msg, spec).delivery_mode for msg in ("p1-3", "p1-4", "t1-8")}
+    assert modes == {"p1-3": aio_pika.DeliveryMode.PERSISTENT,
+                     "p1-4": aio_pika.DeliveryMode.NOT_PERSISTENT,
+                     "t1-8": aio_pika.DeliveryMode.NOT_PERSISTENT}
+    assert [publish_fields(msg, spec) for msg in ("p1-3", "p1-4")] == [
+        {}, {"persistent": False}]
+    made_persistent = aio_pika.Message(b"p1-4", delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+                                       message_id="p1-4", headers={HEADER: "p1-4"})
+    assert differences("p1-4", b"p1-4", made_persistent, spec) == (
+        "delivery_mode 2, 1 published")
+    # A run of transient messages says so once, in its config: no line repeats it.
+    everything_transient = dataclasses.replace(spec, persistent=False)
+    assert publish_fields("p1-3", everything_transient) == {}
+    assert message("p1-3", everything_transient).delivery_mode == (
+        aio_pika.DeliveryMode.NOT_PERSISTENT)

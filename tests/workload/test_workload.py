@@ -66,7 +66,7 @@ async def test_every_client_kind_records_a_valid_history(node: NodeProcess,
                                                          tmp_path: Path) -> None:
     spec = WorkloadSpec(queues=("q1", "q2"), publishers=2, consumers=1, no_ack_consumers=1,
                         getters=1, tx_publishers=1, multiple_ackers=1, rate=100, get_rate=50,
-                        tx_batch=4, ack_delay=0.05, large_every=4)
+                        tx_batch=4, ack_delay=0.05, large_every=4, transient_every=3)
     with writer(tmp_path, spec) as history:
         recorder = Recorder(history)
         assert await run_workload(node, spec, recorder, 1.5,
@@ -91,6 +91,11 @@ async def test_every_client_kind_records_a_valid_history(node: NodeProcess,
     # every fourth message of a publisher went in several frames, and came back whole
     assert any(int(m.rpartition("-")[2]) % 4 == 0 for m in delivered)
     assert not [e for e in events if "corrupt" in e]
+    # every third message of a publisher was transient, and its publish line says so
+    transient = {e["msg"] for e in events if e["op"] == "publish" and e["type"] == "invoke"
+                 and e.get("persistent") is False}
+    assert transient == {m for m in published if int(m.rpartition("-")[2]) % 3 == 0}
+    assert transient & delivered
     result = check(read_history(tmp_path / "history.jsonl"))
     assert result.valid is True, (result.error, result.violations)
     assert result.counts["lost"] == 0 and result.counts["corrupted"] == 0
