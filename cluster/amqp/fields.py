@@ -89,7 +89,8 @@ def _read_value(data: bytes, offset: int, end: int, depth: int) -> tuple[Any, in
     raise ValueError(f"unknown field value type {kind!r}")
 
 
-def _short_string(data: bytes, offset: int) -> tuple[str, int]:
+def short_string(data: bytes, offset: int) -> tuple[str, int]:
+    """The short string at ``offset`` and the offset after it."""
     stop = offset + 1 + data[offset]
     if stop > len(data):
         raise ValueError("short string runs past the end of the frame")
@@ -130,14 +131,11 @@ def read_arguments(method: Method, data: bytes, offset: int) -> None:
                 value = integer.unpack_from(data, offset)[0]
                 offset += integer.size
             elif kind == "shortstr":
-                value, offset = _short_string(data, offset)
+                value, offset = short_string(data, offset)
             elif kind == "longstr":
                 value, offset = _long_string(data, offset)
             elif kind == "table":
                 value, offset = read_table(data, offset, len(data))
-            elif kind == "timestamp":
-                value = decode.timestamp(data[offset : offset + 8])[1]
-                offset += 8
             else:
                 raise ValueError(f"argument {name} has unknown type {kind}")
         setattr(method, name, value)

@@ -110,14 +110,6 @@ class Ack:
     multiple: bool
 
 
-def _short_string(payload: bytes, offset: int) -> tuple[str, int]:
-    length = payload[offset]
-    stop = offset + 1 + length
-    if stop > len(payload):
-        raise ValueError("short string runs past the end of the frame")
-    return payload[offset + 1 : stop].decode("utf-8"), stop
-
-
 def decode_field_table(data: bytes) -> tuple[int, FieldTable]:
     """The field table at the start of ``data`` (bytes consumed, table); a malformed one,
     or one nested deeper than `fields.MAX_DEPTH`, is a ValueError."""
@@ -132,8 +124,8 @@ def decode_method(payload: bytes) -> Method | Publish | Ack:
     index = _U32.unpack_from(payload)[0]
     try:
         if index == BASIC_PUBLISH:
-            exchange, offset = _short_string(payload, 6)
-            routing_key, offset = _short_string(payload, offset)
+            exchange, offset = fields.short_string(payload, 6)
+            routing_key, offset = fields.short_string(payload, offset)
             bits = payload[offset]
             return Publish(exchange, routing_key, bool(bits & 1), bool(bits & 2))
         if index == BASIC_ACK:

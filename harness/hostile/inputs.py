@@ -27,10 +27,9 @@ def _table_class(make: Callable[[Context, str], tables.Table]) -> Callable[[str]
         def build(ctx: Context) -> Built:
             placed = tables.LOCATIONS[location](make(ctx, location), ctx.name)
             if max(wire.frame_sizes(placed.data)) + 8 > ctx.limit(placed.stage):
-                # Too large to be decoded at all. Frames read with the oversized one may
-                # go unanswered, so no replies are due.
+                # Too large to be decoded at all: a frame error, and no answer to it.
                 return close(placed.stage, placed.data, FRAME_ERROR, "exceeds frame_max")
-            return Built(placed.stage, placed.data, placed.expect)
+            return placed
         return build
     return for_location
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from cluster.amqp.fields import MAX_DEPTH, TOO_DEEP
 from harness.hostile import wire
+from harness.hostile.context import Built
 from harness.hostile.expect import (
     ACCESS_REFUSED,
     CLOSE,
@@ -167,16 +168,6 @@ def _with_entries(raw: bytes, extra: bytes) -> bytes:
     return struct.pack(">I", (declared + len(extra)) & 0xFFFFFFFF) + extra + raw[4:]
 
 
-@dataclass(frozen=True)
-class Placed:
-    """A table placed in a conversation: the bytes after the handshake prefix for
-    ``stage``, and what the broker must answer."""
-
-    stage: str
-    data: bytes
-    expect: Expect
-
-
 EXCLUSIVE = 0x04  # queue.declare's exclusive bit: the queue goes with its connection
 
 
@@ -192,16 +183,16 @@ def _answer(table: Table, replies: tuple[Reply, ...], served: tuple[Reply, ...],
     return Expect(CLOSE, code, table.refusal or what, replies)
 
 
-Location = Callable[[Table, str], Placed]
+Location = Callable[[Table, str], Built]
 
 
-def in_client_properties(table: Table, name: str) -> Placed:
+def in_client_properties(table: Table, name: str) -> Built:
     data = wire.start_ok_raw(table.raw)
-    return Placed("header", data, _answer(table, (), ((0, "Connection.Tune"),), FRAME_ERROR,
+    return Built("header", data, _answer(table, (), ((0, "Connection.Tune"),), FRAME_ERROR,
                                           "malformed method"))
 
 
-def in_amqplain(table: Table, name: str) -> Placed:
+def in_amqplain(table: Table, name: str) -> Built:
     """The response is a table without its length prefix (the broker adds one); a login
     that does not decode is refused with 403."""
     login = wire.entry("LOGIN", b"S", wire.long(b"guest")) + wire.entry(
@@ -210,23 +201,23 @@ def in_amqplain(table: Table, name: str) -> Placed:
     properties = wire.table([wire.entry("capabilities", b"F", wire.table([
         wire.entry("authentication_failure_close", b"t", b"\x01")]))])
     data = wire.start_ok_raw(properties, "AMQPLAIN", response)
-    return Placed("header", data, _answer(table, (), ((0, "Connection.Tune"),),
+    return Built("header", data, _answer(table, (), ((0, "Connection.Tune"),),
                                           ACCESS_REFUSED, "malformed AMQPLAIN response"))
 
 
-def in_queue_declare(table: Table, name: str) -> Placed:
-    return Placed("open", _declare(name, table.raw), _answer(
+def in_queue_declare(table: Table, name: str) -> Built:
+    return Built("open", _declare(name, table.raw), _answer(
         table, (), ((1, "Queue.DeclareOk"),), FRAME_ERROR, "malformed method"))
 
 
-def in_exchange_declare(table: Table, name: str) -> Placed:
+def in_exchange_declare(table: Table, name: str) -> Built:
     arguments = b"\x00\x00" + wire.short(name) + wire.short("direct") + b"\x04" + table.raw
-    return Placed("open", wire.method_raw(1, 40, 10, arguments), _answer(
+    return Built("open", wire.method_raw(1, 40, 10, arguments), _answer(
         table, (), ((1, "Exchange.DeclareOk"),), FRAME_ERROR, "malformed method"))
 
 
 def _on_queue(method_id: int, reply: str, class_id: int = 50) -> Location:
-    def place(table: Table, name: str) -> Placed:
+    def place(table: Table, name: str) -> Built:
         if class_id == 60:  # basic.consume: queue, consumer tag, bits
             arguments = wire.short(name) + wire.short("") + b"\x02"
         else:  # queue.bind / unbind: queue, exchange, routing key (bind: a bit)
@@ -234,17 +225,17 @@ def _on_queue(method_id: int, reply: str, class_id: int = 50) -> Location:
                 b"\x00" if method_id == 20 else b"")
         data = _declare(name) + wire.method_raw(1, class_id, method_id,
                                                 b"\x00\x00" + arguments + table.raw)
-        return Placed("open", data, _answer(table, ((1, "Queue.DeclareOk"),),
+        return Built("open", data, _answer(table, ((1, "Queue.DeclareOk"),),
                                             ((1, reply),), FRAME_ERROR, "malformed method"))
     return place
 
 
-def in_headers(table: Table, name: str) -> Placed:
+def in_headers(table: Table, name: str) -> Built:
     """A message's headers, published with confirms: a valid one is acknowledged."""
     body = b"hostile"
     data = (wire.method_raw(1, 85, 10, b"\x00") + wire.publish(1)
             + wire.content_header(1, len(body), b"\x20\x00" + table.raw) + wire.body(1, body))
-    return Placed("open", data, _answer(table, ((1, "Confirm.SelectOk"),),
+    return Built("open", data, _answer(table, ((1, "Confirm.SelectOk"),),
                                         ((1, "Basic.Ack"),), SYNTAX_ERROR,
                                         "malformed content header"))
 

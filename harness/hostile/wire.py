@@ -49,10 +49,9 @@ def table(entries: list[bytes]) -> bytes:
     return long(b"".join(entries))
 
 
-def _prefix_size(parent: bytes) -> int:
-    """What precedes a container's length inside ``parent``: an entry's key ("k") and
-    type octet in a table, the type octet in an array."""
-    return 3 if parent == b"F" else 1
+# What opens a container inside its parent, by (parent, container) kind: in a table an
+# entry's key ("k") and type octet, in an array the type octet.
+_OPENING = {b"FF": b"\x01kF", b"FA": b"\x01kA", b"AF": b"F", b"AA": b"A"}
 
 
 def content_sizes(kinds: bytes, leaf: bytes) -> list[int]:
@@ -62,12 +61,11 @@ def content_sizes(kinds: bytes, leaf: bytes) -> list[int]:
     size = len(leaf)
     for level in range(len(levels) - 1, 0, -1):
         sizes[level] = size
-        size += (3 if levels[level - 1] == TABLE else 1) + 4
+        size += len(_OPENING[levels[level - 1 : level + 1]]) + 4
     sizes[0] = size
     return sizes
 
 
-TABLE = ord("F")
 _U32 = struct.Struct(">I")
 
 
@@ -81,10 +79,9 @@ def nested(kinds: bytes, leaf: bytes, lie: tuple[int, int] | None = None) -> byt
     sizes = content_sizes(kinds, leaf)
     if lie is not None:
         sizes[lie[0]] = min(sizes[lie[0]] + lie[1], 0xFFFFFFFF)
-    opening = {b"FF": b"\x01kF", b"FA": b"\x01kA", b"AF": b"F", b"AA": b"A"}
     pieces = [_U32.pack(sizes[0])]
     for level in range(1, len(levels)):
-        pieces.append(opening[levels[level - 1 : level + 1]])
+        pieces.append(_OPENING[levels[level - 1 : level + 1]])
         pieces.append(_U32.pack(sizes[level]))
     pieces.append(leaf)
     return b"".join(pieces)

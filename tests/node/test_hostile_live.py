@@ -12,9 +12,14 @@ import asyncio
 from collections import Counter
 
 from harness.hostile.inputs import Generator
-from harness.hostile.live import campaign, tracebacks
+from harness.hostile.live import campaign
 from harness.hostile.tally import outcome
-from tests.node.helpers import NodeFactory, assert_node_serves, node_log, start_node
+from tests.node.helpers import (
+    NodeFactory,
+    assert_no_traceback,
+    assert_node_serves,
+    start_node,
+)
 
 SEED = 20261128
 CONNECTIONS = 2000
@@ -31,7 +36,7 @@ def test_thousands_of_hostile_connections_while_a_client_is_served(
 
     wrong = [r for r in results if r.problems]
     assert not wrong, "\n".join(f"{r.hostile.label}: {r.problems}" for r in wrong[:10])
-    assert not tracebacks(node_log(node)), node_log(node)[-4000:]
+    assert_no_traceback(node)
 
     assert not polite.problems, polite.problems
     assert polite.published and polite.confirmed == len(polite.published)
