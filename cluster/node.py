@@ -277,6 +277,8 @@ class Node:
         # metadata. Clients are let in once it has arrived, so that nothing is accepted
         # into a queue the cluster has since given to another master.
         self.store, self.broker = store, broker
+        if self.peers is not None:  # a link may have filled while the app was stopped
+            broker.set_peer_flow(self.peers.backlogged)
         self.incarnation, self.coordinator = incarnation, coordinator
         self._incarnation_used = True
         self._ticker = asyncio.create_task(self._tick_forever())
@@ -568,7 +570,9 @@ class Node:
 
     def _peer_flow(self, backlogged: bool) -> None:
         """A link to a peer filled up or drained: publishers wait or go on, and so does
-        a sync's next batch."""
+        a sync's next batch. It may run inside a flush (a write that fills a link): the
+        outer flush has taken the coordinator's outbox by then, so this one only applies
+        the connections' reading state, and the outer one finds nothing left to do."""
         if self.broker is not None:
             self.broker.set_peer_flow(backlogged)
             self.flush()

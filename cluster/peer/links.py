@@ -183,14 +183,18 @@ class PeerNetwork:
         return bool(self._backlogged)
 
     def _drop_backlog(self, peer: str) -> None:
-        """A peer gone down with our link to it backlogged holds our publishers for
-        nothing: drop the link and what it holds (dialled again at once; a peer that
-        comes back gets our hello and a metadata snapshot anew)."""
+        """A peer that is down with our link to it backlogged (whichever came first)
+        holds our publishers for nothing: drop the link and what it holds (dialled again
+        after half a tick; a peer that comes back gets our hello and a metadata snapshot
+        anew)."""
         transport = self._outbound.get(peer)
         if transport is not None:
             transport.abort()
 
     def _link_flow(self, peer: str, busy: bool) -> None:
+        if busy and not self.detector.peers[peer].up:
+            self._drop_backlog(peer)
+            return
         before = self.backlogged
         if busy:
             self._backlogged.add(peer)

@@ -9,6 +9,7 @@ import asyncio
 from cluster.peer.codec import Envelope, encode
 from cluster.peer.links import FLOW_HIGH, ClusterSettings, PeerNetwork
 from faults.ports import free_port
+from tests.cluster.test_links_reads import until
 
 PAYLOAD = 1 << 20
 
@@ -27,8 +28,12 @@ async def test_a_peer_that_stops_reading_holds_publishers_until_it_reads_again()
     network = PeerNetwork("n1", settings, lambda: ("i1", True), lambda event: None,
                           lambda peer, envelope: None, lambda: None, flow.append)
     await network.start()
+    _, n2_writer = await asyncio.open_connection("127.0.0.1", settings.listen_port)
     try:
+        n2_writer.write(encode(Envelope("hello", {  # up: it hears n1
+            "cluster": "c", "node": "n2", "incarnation": "i2", "app": True, "hears": ["n1"]})))
         reader = await asyncio.wait_for(accepted.get(), 10)
+        await until(lambda: network.detector.reachable() == ["n2"])
         # Far more than the link held before it was cut (64 MiB) and than the kernel's
         # socket buffers take.
         for _ in range(4 * FLOW_HIGH // PAYLOAD + 64):
@@ -43,6 +48,7 @@ async def test_a_peer_that_stops_reading_holds_publishers_until_it_reads_again()
         while not tail.endswith(b"after"):  # everything sent arrives, the last one too
             tail = (tail + await asyncio.wait_for(reader.read(PAYLOAD), 10))[-16:]
     finally:
+        n2_writer.close()
         await network.stop()
         server.close()
 
