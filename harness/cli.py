@@ -15,6 +15,7 @@ from harness.run import add_run, add_scenarios
 from harness.runtime import ledger
 from harness.runtime.command import add_cluster_command
 from harness.runtime.process import stop_recorded
+from harness.shrink.command import add_shrink
 from reports.command import add_report_parser
 from reports.power.command import add_power
 from reports.soak.command import add_soak
@@ -339,6 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_scenarios(sub)
     add_soak(sub)
     add_power(sub)
+    add_shrink(sub)
     return parser
 
 

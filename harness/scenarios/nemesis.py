@@ -247,14 +247,19 @@ def _schedule_config(scenario: Scenario) -> ScheduleConfig:
         raise PlanError(f"combined: {exc}") from None
 
 
-def check_plan(scenario: Scenario) -> list[Step]:
-    """Plan with every link the run would make, to find errors before a cluster starts."""
+def every_link(scenario: Scenario) -> tuple[list[str], list[str]]:
+    """The node links and client links a run of ``scenario`` makes (every directed
+    node pair, every client to every node) before its nemesis plans."""
     nodes = scenario.node_names
     node_links = [node_link_name(a, b) for a, b in permutations(nodes, 2)]
     clients = [c for ids in scenario.workload.client_ids().values() for c in ids]
-    client_links = [client_link_name(c, n) for c in clients for n in nodes]
+    return node_links, [client_link_name(c, n) for c in clients for n in nodes]
+
+
+def check_plan(scenario: Scenario) -> list[Step]:
+    """Plan with every link the run would make, to find errors before a cluster starts."""
     try:
-        return plan_steps(scenario, 0, node_links, client_links)
+        return plan_steps(scenario, 0, *every_link(scenario))
     except (ValueError, TypeError) as exc:
         if isinstance(exc, PlanError):
             raise
