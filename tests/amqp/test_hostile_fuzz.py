@@ -152,22 +152,26 @@ def test_the_judge_accepts_the_right_close() -> None:
     assert judge(Expect(CLOSE, 501, "text"), _answer(_close(501)), closed=False) == []
 
 
-@pytest.mark.parametrize("answer, expect", [
-    (_answer(_close(541)), Expect(ANY)),  # an internal error
-    (_answer(_close(320)), Expect(ANY)),  # forced
-    (_answer(_close(501, "")), Expect(ANY)),  # no reply text
-    (_answer(_close(502)), Expect(CLOSE, 501)),  # the wrong code
-    (_answer(_close(501, "other")), Expect(CLOSE, 501, "text")),  # the wrong reason
-    (_answer(), Expect(CLOSE, 501)),  # no close at all
-    (_answer(_close(501), (1, commands.Channel.OpenOk())), Expect(ANY)),  # frames after it
-    (_answer(_close(501)), Expect(WAITING)),  # a close where none is due
+@pytest.mark.parametrize("answer, expect, problem", [
+    (_answer(_close(541)), Expect(ANY), "code 541"),  # an internal error
+    (_answer(_close(320)), Expect(ANY), "code 320"),  # forced
+    (_answer(_close(501, "")), Expect(ANY), "without a reply text"),
+    (_answer(_close(502)), Expect(CLOSE, 501), "got 502"),  # the wrong code
+    (_answer(_close(501, "other")), Expect(CLOSE, 501, "text"), "got 501 'other'"),
+    (_answer(), Expect(CLOSE, 501), "got none"),  # no close at all
+    (_answer(_close(501), (1, commands.Channel.OpenOk())), Expect(ANY),
+     "frames after connection.close"),
+    (_answer(_close(501)), Expect(WAITING), "unexpected connection.close 501"),
     (_answer((1, commands.Channel.Close(reply_code=406, reply_text="PRECONDITION_FAILED",
-                                        class_id=0, method_id=0))), Expect(SERVED)),
-    (_answer(), Expect(SERVED, replies=((1, "Basic.Ack"),))),  # an answer missing
-    (_answer(), Expect(HEADER)),  # no protocol header back
+                                        class_id=0, method_id=0))), Expect(SERVED),
+     "unexpected channel.close"),
+    (_answer(), Expect(SERVED, replies=((1, "Basic.Ack"),)),
+     "expected replies [(1, 'Basic.Ack')]"),  # an answer missing
+    (_answer(), Expect(HEADER), "expected our protocol header"),
 ])
-def test_the_judge_fails_wrong_answers(answer: Answer, expect: Expect) -> None:
-    assert judge(expect, answer, closed=False)
+def test_the_judge_fails_wrong_answers(answer: Answer, expect: Expect, problem: str) -> None:
+    problems = judge(expect, answer, closed=False)
+    assert len(problems) == 1 and problem in problems[0], problems
 
 
 def test_the_judge_fails_output_that_is_not_amqp() -> None:
