@@ -102,15 +102,14 @@ def shrink_command(args: argparse.Namespace) -> int:
     directory = args.run_dir / "shrink" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     replayer = Replayer(scenario, seed, runtime, directory, jobs=args.jobs)
     err.print(f"mirrorchaos shrink: {scenario.name} seed {seed}, keeping {kind} "
-              f"(the run had {', '.join(kinds)}); {start.fault_count} faults in "
-              f"{len(start.steps)} steps over {start.faults:g} s; work in {directory}",
+              f"(the run had {', '.join(kinds)}); {_size(start)}; work in {directory}",
               markup=False, soft_wrap=True)
 
     def judge(schedules: Sequence[Schedule]) -> list[bool]:
         replays = replayer.run(schedules)
         for schedule, replay in zip(schedules, replays, strict=True):
             verdict = {True: "valid", False: "INVALID"}.get(replay.valid, "unknown")
-            err.print(f"  replay {replay.number:3d}: {schedule.fault_count} faults, "
+            err.print(f"  replay {replay.number:3d}: {_count(schedule.fault_count, 'fault')}, "
                       f"{schedule.faults:g} s: {verdict} {','.join(replay.kinds)} "
                       f"({replay.seconds:.0f} s)"
                       + ("  still fails" if replay.fails_with(kind) else ""), markup=False,
@@ -126,9 +125,7 @@ def shrink_command(args: argparse.Namespace) -> int:
     outcome = shrink(start, judge, args.max_replays - 1, batch=args.jobs)
     best = outcome.best
     shrunk = _record(directory, kind, start, best, replayer, exhausted=outcome.exhausted)
-    console.print(f"[bold]shrunk[/bold]: {start.fault_count} faults in {len(start.steps)} "
-                  f"steps over {start.faults:g} s -> {best.fault_count} faults in "
-                  f"{len(best.steps)} steps over {best.faults:g} s, still {kind}; "
+    console.print(f"[bold]shrunk[/bold]: {_size(start)} -> {_size(best)}, still {kind}; "
                   f"{len(replayer.replays)} replays"
                   + (" (budget spent: it may shrink further)" if outcome.exhausted else ""))
     for line in best.describe():
@@ -137,6 +134,15 @@ def shrink_command(args: argparse.Namespace) -> int:
     console.print(f"replay:   {replay_command(shrunk, seed, runtime)}", markup=False,
                   soft_wrap=True)
     return EXIT_SHRUNK
+
+
+def _size(schedule: Schedule) -> str:
+    return (f"{_count(schedule.fault_count, 'fault')} in {_count(len(schedule.steps), 'step')}"
+            f" over {schedule.faults:g} s")
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def _record(directory: Path, kind: str, start: Schedule, best: Schedule | None,
