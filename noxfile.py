@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import nox
@@ -21,7 +23,7 @@ def tests(session: nox.Session) -> None:
     processes, so four overlap well even on two cores, and on a machine busy with other
     work they keep their share of it. The long parts are left out by their
     markers and have sessions of their own: `slow`, `docker-tests`, `spark-tests`,
-    `campaign-tests`."""
+    `campaign-tests`, `soak-cluster`."""
     session.install("-e", ".[test]")
     session.run("pytest", *(session.posargs or ["-q", "-n", "4"]))
 
@@ -172,6 +174,45 @@ def soak(session: nox.Session) -> None:
     if replayed != original:
         session.error(f"the replay found {replayed}, the campaign's run {original}")
     session.log(f"the replay is invalid too, with the same violations: {sorted(replayed)}")
+
+
+# The soak-cluster session's campaign: short runs of `smoke` (no faults: each must be
+# valid), enough that both workers take several.
+SOAK_CLUSTER_RUNS = 16
+SOAK_CLUSTER_CAMPAIGN = ("--scenario", f"smoke:{SOAK_CLUSTER_RUNS}", "--duration", "10",
+                         "--seed", "2024")
+
+
+@nox.session(name="soak-cluster")
+def soak_cluster(session: nox.Session) -> None:
+    """Soaks on a Spark standalone cluster started from the installed PySpark (needs
+    Java 17): a master and two workers of one core each, every worker with directories
+    of its own and none shared with the driver's store (`reports/soak/standalone.py`).
+    16 runs of `smoke`; the session checks that every run has a verdict, that the runs
+    went to both workers, and that the stopped cluster left nothing running. Then the
+    cluster tests (marker `soak_cluster`): a worker, or an executor, killed mid-campaign
+    loses no run. About ten minutes on two cores. Arguments after `--` go to that
+    pytest."""
+    session.install("-e", ".[test,soak]")
+    tmp = Path(session.create_tmp())
+    root, store = tmp / "standalone", tmp / "store"
+    shutil.rmtree(root, ignore_errors=True)  # a previous session's logs and directories
+    # the module stops the cluster whatever happens, and fails if anything is left
+    session.run("python", "-m", "reports.soak.standalone", "--root", str(root), "--",
+                "mirrorchaos", "soak", "--spark-master", "{master}", *SOAK_CLUSTER_CAMPAIGN,
+                "--store", str(store))
+    report = json.loads((store / "soak/latest/report.json").read_text(encoding="utf-8"))
+    runs = report["runs"]
+    unfinished = [f"seed {r['seed']}: {r['status']}, {r['verdict']}" for r in runs
+                  if r["status"] != "done" or r["verdict"] == "unknown"]
+    if len(runs) < SOAK_CLUSTER_RUNS or unfinished:
+        session.error(f"{len(runs)} runs of {SOAK_CLUSTER_RUNS}; without a verdict: "
+                      + "; ".join(unfinished))
+    per_worker = Counter(r["worker"] for r in runs)
+    if len(per_worker) < 2:
+        session.error(f"the runs did not spread over both workers: {dict(per_worker)}")
+    session.log(f"{len(runs)} runs, {report['verdicts']}, per worker {dict(per_worker)}")
+    session.run("pytest", "-m", "soak_cluster", *(session.posargs or ["-q", "tests/soak"]))
 
 
 def _violation_kinds(results: Path) -> set[str]:

@@ -21,6 +21,7 @@ from typing import Any
 
 import tomli_w
 
+from harness.run.orphan import interrupt_when_orphaned
 from harness.scenarios import Scenario
 from harness.shrink.schedule import Schedule, scenario_doc, scenario_of
 
@@ -92,7 +93,8 @@ class Replayer:
             code = subprocess.call(
                 [sys.executable, "-m", "harness.cli", "run", str(scenario_file), "--seed",
                  str(self.seed), "--runtime", self.runtime, "--store", str(store),
-                 "--no-live"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+                 "--no-live"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                preexec_fn=interrupt_when_orphaned)
         run_dir = next((p for p in sorted(store.glob("*/*-seed*")) if p.is_dir()
                         and not p.parent.is_symlink()), None)
         results = _results(run_dir)

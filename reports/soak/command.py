@@ -23,8 +23,10 @@ def add_soak(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "soak", help="a campaign of runs fanned out on Spark, merged into one report",
         description="Run each scenario --runs times as Spark tasks, each `mirrorchaos run` "
-        "with its own seed (derived from --seed) and store, then merge every run's "
-        "results and history with Spark into STORE/soak/<timestamp>/ (Parquet, "
+        "with its own seed (derived from --seed) in a temporary directory of its "
+        "executor's; the executors send each run back to the driver, which stores it "
+        "and merges every run's results and history with Spark into "
+        "STORE/soak/<timestamp>/ (Parquet, "
         "report.json, report.html; STORE/soak/latest is the newest). Exit 0 when every "
         "run is valid, 1 when one is invalid, else 2 when one is unknown, timed out or "
         "crashed.")
@@ -36,12 +38,13 @@ def add_soak(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--duration", type=_positive_float, default=60.0, metavar="S",
                    help="each run's --time-limit (default %(default)s)")
     p.add_argument("--spark-master", default=DEFAULT_MASTER, metavar="URL",
-                   help="Spark master, local[N] or a cluster's URL (default %(default)s)")
+                   help="Spark master of the runs, local[N] or a cluster's URL; off a "
+                   "local master the merge runs on the driver's local[*] (default "
+                   "%(default)s)")
     p.add_argument("--runtime", choices=("process", "docker"), default="process",
                    help="where each run's nodes live (default %(default)s)")
     p.add_argument("--store", type=Path, default=Path("store"), metavar="DIR",
-                   help="store root; on a cluster, a path every executor sees "
-                   "(default %(default)s)")
+                   help="store root, on the driver (default %(default)s)")
     p.add_argument("--seed", type=_int, default=None, metavar="ROOT",
                    help="root seed; each run's seed is derived from it (default: drawn)")
     p.add_argument("--task-timeout", type=_positive_float, default=None, metavar="S",
@@ -71,8 +74,11 @@ def soak_command(args: argparse.Namespace) -> int:
     elif not args.merge.is_dir():
         err.print(f"mirrorchaos soak: no campaign directory {args.merge}", markup=False)
         return EXIT_BAD_INPUT
+    # The merge reads and writes the store, which only the driver has (no executor shares
+    # its file system): off a local master, it runs on a local Spark of the driver's.
+    merge_master = args.spark_master if args.spark_master.startswith("local") else DEFAULT_MASTER
     try:
-        spark = spark_session(args.spark_master)
+        spark = spark_session(args.spark_master if args.merge is None else merge_master)
     except SparkUnavailable as exc:
         err.print(f"mirrorchaos soak: {exc}", markup=False)
         return EXIT_HARNESS_FAILURE
@@ -93,10 +99,10 @@ def soak_command(args: argparse.Namespace) -> int:
             for task in campaign.tasks:
                 err.print(f"  {task.name}: {task.scenario} seed {task.seed}", markup=False,
                           soft_wrap=True)
-            for record in run_campaign(campaign, spark):
-                err.print(f"  {record['task']}: {record['status']} (exit "
-                          f"{record['exit_code']}, {record['elapsed_s']:.0f} s)", markup=False,
-                          soft_wrap=True)
+            run_campaign(campaign, spark, err)
+            if merge_master != args.spark_master:
+                spark.stop()
+                spark = spark_session(merge_master)
         report = merge_campaign(spark, directory)
         write_campaign_html(report)
     finally:

@@ -2,10 +2,11 @@
 ``results.json`` and ``history.jsonl`` is read by Spark from the campaign's store and
 joined on the run's task directory.
 
-* ``runs``: one row per run — scenario, seed, what the task saw (status, exit code),
-  the verdict from its results.json (``unknown`` when there is none: a run that timed
-  out or crashed before its check), counts, and the replay command. A run is *failing*
-  unless it finished and its verdict is valid.
+* ``runs``: one row per run — scenario, seed, what the task saw (status, exit code,
+  the worker and executor it ran on, how many times its job was run), the verdict from
+  its results.json (``unknown`` when there is none: a run that timed out or crashed
+  before its check, or was lost with its executor), counts, and the replay command. A
+  run is *failing* unless it finished and its verdict is valid.
 * ``anomalies``: messages per fault kind, anomaly kind and standing (violation or
   caveat), from the anomalies' own lists of the faults in force during each message's
   life; an anomaly with several faults in force counts under each kind, one with none
@@ -71,7 +72,7 @@ class CampaignReport:
         doc["directory"] = str(self.directory)
         doc["verdicts_per_scenario"] = self.verdicts_per_scenario
         doc["failing"] = [{k: r[k] for k in ("task", "scenario", "seed", "status", "verdict",
-                                            "error", "replay", "run_dir")}
+                                            "error", "replay", "run_dir", "worker")}
                           for r in self.failing]
         return doc
 
@@ -88,7 +89,8 @@ def _schemas() -> tuple[Any, Any, Any]:
         return T.StructType([T.StructField(name, kind) for name, kind in fields.items()])
 
     task = struct(task=S, index=L, scenario=S, seed=L, runtime=S, duration=D, timeout=D,
-                  status=S, exit_code=L, elapsed_s=D, run_dir=S, replay=S, error=S, host=S)
+                  status=S, exit_code=L, elapsed_s=D, run_dir=S, replay=S, error=S, host=S,
+                  worker=S, executor=S, attempts=L, spark_attempt=L)
     fault = struct(id=S, kind=S, start=D, end=D)
     anomaly = struct(kind=S, caveat=S, queue=S, count=L, faults=T.ArrayType(fault))
     results = struct(
@@ -185,7 +187,8 @@ def merge_frames(spark: SparkSession, directory: Path) -> dict[str, DataFrame]:
                 F.col("t.elapsed_s"),
                 F.coalesce(F.col("t.error"), F.col("r.harness_error"),
                            F.col("r.error")).alias("error"),
-                F.col("t.replay"), F.col("t.run_dir"), F.col("t.host"))
+                F.col("t.replay"), F.col("t.run_dir"), F.col("t.host"), F.col("t.worker"),
+                F.col("t.executor"), F.col("t.attempts"), F.col("t.spark_attempt"))
             .withColumn("failing", (F.col("status") != "done")
                         | (F.col("verdict") != "valid")))
 

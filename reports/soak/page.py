@@ -84,8 +84,8 @@ def _failing_table(report: CampaignReport) -> str:
         return "<p class='note'>None: every run finished with a valid verdict.</p>"
     rows = [[_cell(r["seed"]), escape(str(r["scenario"])), escape(r["status"]),
              escape(r["verdict"]), f"<code>{escape(r['replay'])}</code>", _cell(r["error"]),
-             _cell(r["run_dir"])] for r in report.failing]
-    return table_html(["seed", "scenario", "status", "verdict", "replay", "why",
+             _cell(r["worker"]), _cell(r["run_dir"])] for r in report.failing]
+    return table_html(["seed", "scenario", "status", "verdict", "replay", "why", "worker",
                        "run directory"], rows,
                   ["invalid" if r["verdict"] == "invalid" else "unknown"
                    for r in report.failing])
@@ -96,10 +96,11 @@ def _runs_table(report: CampaignReport) -> str:
              escape(r["status"]), escape(r["verdict"]), _cell(r["confirmed"]),
              _cell(r["lost"]), _cell(r["duplicated"]), _cell(r["violations"]),
              _cell(r["caveats"]), _cell(r["faults"]), _cell(r["history_p50_ms"]),
-             _cell(r["history_p99_ms"]), _cell(r["elapsed_s"])] for r in report.runs]
+             _cell(r["history_p99_ms"]), _cell(r["elapsed_s"]), _cell(r["worker"]),
+             _cell(r["executor"]), _cell(r["attempts"])] for r in report.runs]
     return table_html(["run", "scenario", "seed", "status", "verdict", "confirmed", "lost",
                    "duplicated", "violations", "caveats", "faults", "p50 ms", "p99 ms",
-                   "time s"], rows,
+                   "time s", "worker", "executor", "attempts"], rows,
                   ["" if not r["failing"] else "invalid" if r["verdict"] == "invalid"
                    else "unknown" for r in report.runs])
 

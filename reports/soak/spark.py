@@ -18,8 +18,11 @@ class SparkUnavailable(RuntimeError):
 
 def spark_session(master: str = DEFAULT_MASTER, app: str = "mirrorchaos-soak") -> SparkSession:
     """A session on ``master`` (``local[N]`` or a cluster URL). Tasks run each run as
-    a subprocess and never raise, so Spark is told not to retry them: a retry would
-    run a campaign's run twice."""
+    a subprocess and never raise, so a failed task is Spark's (its executor lost):
+    it fails its run's job at once, and the campaign runs the job again and counts it
+    (campaign.py). Spark itself still runs a task again when its worker is reported
+    lost (that does not count as a task failure); the record says so
+    (``spark_attempt``)."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:

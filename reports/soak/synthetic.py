@@ -1,6 +1,6 @@
 """Stored campaign runs made without a cluster, for the merge's tests and benchmark:
 histories built with `HistoryBuilder`, checked by the real checker, laid out as
-`run_campaign` leaves them (``runs/<task>/task.json`` and the run directory)."""
+the driver stores them (``runs/<task>/task.json`` and the run directory)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import Any, Literal
 from harness.checker import check_path
 from harness.history import HistoryBuilder
 from reports.soak.campaign import RUNS_DIR
-from reports.soak.task import TASK_FILE, RunTask
+from reports.soak.task import TASK_FILE, RunTask, lost_record
 
-Flavour = Literal["valid", "invalid", "timeout", "crashed"]
+Flavour = Literal["valid", "invalid", "timeout", "crashed", "lost"]
 NODES = ("n1", "n2", "n3")
 
 
@@ -70,10 +70,18 @@ def synthetic_history(seed: int, *, scenario: str = "mixed", messages: int = 200
 def write_synthetic_run(campaign_dir: Path, index: int, seed: int, flavour: Flavour = "valid",
                         *, scenario: str = "mixed", messages: int = 200,
                         duration: float = 30.0) -> dict[str, Any]:
-    """One run of a campaign as the store would hold it; returns its task record."""
+    """One run of a campaign as the store would hold it; returns its task record. A
+    lost run has its record only, as the driver writes it; the others ran on one of
+    two workers."""
     task = RunTask(index, scenario, seed, "process", duration,
                    str(campaign_dir / RUNS_DIR / f"{index:03d}-seed{seed}"), duration + 240)
     task_dir = Path(task.task_dir)
+    if flavour == "lost":
+        task_dir.mkdir(parents=True)
+        lost = {**lost_record(task, [f"attempt {n}: synthetic executor lost" for n in (1, 2, 3)]),
+                "attempts": 3}
+        (task_dir / TASK_FILE).write_text(json.dumps(lost, indent=2) + "\n", encoding="utf-8")
+        return lost
     run_dir = task_dir / scenario / f"20260101T000000-seed{seed}"
     run_dir.mkdir(parents=True)
     history = synthetic_history(seed, scenario=scenario, messages=messages,
@@ -93,6 +101,7 @@ def write_synthetic_run(campaign_dir: Path, index: int, seed: int, flavour: Flav
               "status": status, "exit_code": code, "elapsed_s": duration + 10.0,
               "run_dir": str(run_dir), "replay": task.replay,
               "error": None if flavour in ("valid", "invalid") else f"synthetic {flavour}",
-              "host": "synthetic"}
+              "host": "synthetic", "worker": f"synthetic:{index % 2}",
+              "executor": str(index % 2), "attempts": 1, "spark_attempt": 0}
     (task_dir / TASK_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return record

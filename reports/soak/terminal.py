@@ -11,6 +11,7 @@ from reports.soak.merge import PERCENTILES, CampaignReport, _pname
 from reports.soak.page import campaign_title, overall_word
 
 _STYLES = {"valid": "green", "invalid": "red", "unknown": "yellow"}
+WIDE = 100  # columns from which the runs table has room for each run's worker
 
 
 def _n(value: Any, digits: int = 1) -> str:
@@ -39,13 +40,24 @@ def render_campaign(report: CampaignReport, console: Console) -> None:
     for head in ("#", "seed", "status", "verdict", "conf.", "lost", "viol.", "p99 ms"):
         runs.add_column(head, justify="left" if head in ("seed", "status", "verdict")
                         else "right", no_wrap=True)
+    wide = console.width >= WIDE  # room for the worker too: else a line per worker below
+    if wide:
+        runs.add_column("worker", no_wrap=True)
     for r in report.runs:
         verdict_style = _STYLES.get(r["verdict"], "white")
         runs.add_row(str(r["index"]), str(r["seed"]),
                      r["status"] if r["status"] == "done" else f"[red]{r['status']}[/red]",
                      f"[{verdict_style}]{r['verdict']}[/]", _n(r["confirmed"]), _n(r["lost"]),
-                     _n(r["violations"]), _n(r["history_p99_ms"]))
+                     _n(r["violations"]), _n(r["history_p99_ms"]),
+                     *([_n(r["worker"])] if wide else []))
     console.print(runs)
+    per_worker: dict[str, list[str]] = {}
+    for r in report.runs:
+        per_worker.setdefault(_n(r["worker"]), []).append(str(r["index"]))
+    console.print("runs per worker: " + "; ".join(
+        f"{worker} {len(indexes)} (#{', '.join(indexes)})"
+        for worker, indexes in per_worker.items()),
+        markup=False, highlight=False)
 
     if report.anomalies:
         table = Table(title="Anomalies per fault kind in force", title_justify="left")
@@ -79,8 +91,9 @@ def render_campaign(report: CampaignReport, console: Console) -> None:
         console.print("[red]failing runs[/red], each with the command that replays it:")
         for r in report.failing:
             why = f" — {r['error']}" if r["error"] else ""
+            where = f" on {r['worker']}" if r["worker"] else ""
             console.print(f"  seed {r['seed']} ({r['scenario']}: {r['status']}, "
-                          f"{r['verdict']}){why}",
+                          f"{r['verdict']}){where}{why}",
                           markup=False, highlight=False, soft_wrap=True)
             console.print(f"    {r['replay']}", markup=False, highlight=False, soft_wrap=True)
     console.print(f"campaign stored in {report.directory} (report.html, report.json, "

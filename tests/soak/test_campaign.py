@@ -1,5 +1,5 @@
 """Real campaigns on Spark local mode: `mirrorchaos run` subprocesses on local node
-processes, one Spark task each, merged from the store."""
+processes, one Spark task each, sent back to the driver, stored and merged."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import dataclasses
 import json
 import os
 import shlex
+import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ import pytest
 from harness.ha_cases import wait_for
 from reports.soak.campaign import CampaignOptions, plan_campaign, run_campaign, run_seed
 from reports.soak.merge import merge_campaign
-from reports.soak.task import RunTask, run_task
+from reports.soak.task import RunTask, run_task, store_run
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKEN = ROOT / "examples" / "broken-redelivery.toml"
@@ -28,9 +30,10 @@ BROKEN = ROOT / "examples" / "broken-redelivery.toml"
 # One test worker runs Spark (a JVM using both cores) at a time.
 pytestmark = [pytest.mark.timeout(600)]
 
-def _run_processes(under: Path) -> list[str]:
-    """Live processes of runs stored under ``under``: the harness (its --store), and
-    what it started (the task gives each run a TMPDIR in its own directory)."""
+def _run_processes(marker: str | Path) -> list[str]:
+    """Live processes of runs whose command line or TMPDIR holds ``marker``: a run's
+    harness (its --store) and what it started (the task gives each run a TMPDIR in its
+    own temporary directory, named after the run)."""
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         try:
@@ -38,9 +41,14 @@ def _run_processes(under: Path) -> list[str]:
             tmpdir = proc.environ().get("TMPDIR", "")
         except psutil.Error:
             continue
-        if str(under) in line or tmpdir.startswith(str(under)):
+        if str(marker) in line or str(marker) in tmpdir:
             found.append(line)
     return found
+
+
+def _temporary(task: RunTask) -> str:
+    """What a run's temporary directory is named after (task.py)."""
+    return f"mirrorchaos-{task.name}-"
 
 
 def test_seeds_come_from_the_root_seed_and_each_run_has_its_own_store(tmp_path: Path) -> None:
@@ -55,16 +63,25 @@ def test_seeds_come_from_the_root_seed_and_each_run_has_its_own_store(tmp_path: 
 
 
 def test_a_run_past_its_time_limit_is_recorded_as_a_timeout_and_leaves_nothing_running(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    task = RunTask(0, "smoke", 4242, "process", 30.0, str(tmp_path / "000-seed4242"),
+    task = RunTask(0, "smoke", 4242, "process", 30.0, str(tmp_path / "store" / "000-seed4242"),
                    timeout=2.0, kill_grace=20.0)
-    record = run_task(task)
-    assert (record["status"], record["seed"]) == ("timeout", 4242)
-    assert record["replay"] == "mirrorchaos run smoke --seed 4242 --runtime process --time-limit 30"
-    assert json.loads((tmp_path / "000-seed4242" / "task.json").read_text()) == record
+    scratch = tmp_path / "executor"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # the executor's TMPDIR
+    row = run_task(task)
+    assert (row["status"], row["seed"]) == ("timeout", 4242)
+    assert row["replay"] == "mirrorchaos run smoke --seed 4242 --runtime process --time-limit 30"
+    assert (row["executor"], row["spark_attempt"]) == ("driver", None)  # not in Spark
+    # the run comes back in the row and its directory is gone
+    assert "run.log" in row["files"] and list(scratch.iterdir()) == []
+    record = store_run(row)
+    assert json.loads((tmp_path / "store" / "000-seed4242" / "task.json").read_text()) == record
+    assert "files" not in record
+    assert (tmp_path / "store" / "000-seed4242" / "run.log").stat().st_size > 0
     # nothing of the run (harness, nodes, toxiproxy) is left behind
-    assert _run_processes(tmp_path) == []
+    assert _run_processes(scratch) == []
 
 
 def test_a_run_whose_worker_dies_winds_its_cluster_down_and_stores_its_history(
@@ -76,9 +93,10 @@ def test_a_run_whose_worker_dies_winds_its_cluster_down_and_stores_its_history(
     task = RunTask(0, "smoke", 4343, "process", 600.0, str(tmp_path / "000-seed4343"),
                    timeout=900.0, kill_grace=20.0)
     worker = subprocess.Popen([sys.executable, "-c", (
-        "import signal; from reports.soak.task import RunTask, run_task; "
+        "import signal; from reports.soak.task import RunTask, run_task, store_run; "
         "signal.signal(signal.SIGINT, signal.SIG_IGN); "
-        f"run_task(RunTask(*{dataclasses.astuple(task)!r}))")], cwd=ROOT)
+        f"run_task(RunTask(*{dataclasses.astuple(task)!r}))")], cwd=ROOT,
+        env={**os.environ, "TMPDIR": str(tmp_path)})  # where its run's directory goes
     try:
         wait_for(lambda: any("cluster.node" in p for p in _run_processes(tmp_path)),
                  "the run's nodes", timeout=120.0)
@@ -87,7 +105,8 @@ def test_a_run_whose_worker_dies_winds_its_cluster_down_and_stores_its_history(
         worker.wait()
     # a hang guard, not a speed bound: left going on, the run would last its 600 s
     wait_for(lambda: _run_processes(tmp_path) == [], "the run to wind down", timeout=300.0)
-    (history,) = (tmp_path / "000-seed4343").glob("smoke/*-seed4343/history.jsonl")
+    # in the run's own temporary directory, which its dead task can no longer send
+    (history,) = tmp_path.glob("mirrorchaos-000-seed4343-*/smoke/*-seed4343/history.jsonl")
     assert history.stat().st_size > 0
 
 
@@ -101,6 +120,20 @@ def test_a_campaign_on_spark_merges_a_valid_run_and_a_hung_one(spark: Any,
     records = run_campaign(campaign, spark)
     assert [(r["seed"], r["status"]) for r in records] == [
         (campaign.tasks[0].seed, "done"), (hung.seed, "timeout")]
+    # local mode: the driver's executor on this host, each run's job run once
+    assert {(r["worker"], r["executor"], r["attempts"], r["spark_attempt"]) for r in records} \
+        == {(socket.gethostname(), "driver", 1, 0)}
+    # the executor sent the run back; the driver stored it where the merge reads it
+    stored = Path(records[0]["run_dir"])
+    assert stored.parent.parent == Path(campaign.tasks[0].task_dir)
+    for name in ("results.json", "history.jsonl", "config.json", "nodes/n1.log"):
+        assert (stored / name).stat().st_size > 0, name
+    assert not (stored / "report.html").exists()  # plotly inline: too large to send
+    assert any(left.startswith(f"{stored.relative_to(campaign.tasks[0].task_dir)}/report.html")
+               for left in records[0]["left_out"])
+    # and the executors' temporary directories are gone
+    for task in campaign.tasks:
+        assert not list(Path(tempfile.gettempdir()).glob(f"{_temporary(task)}*"))
     report = merge_campaign(spark, campaign.directory)
     assert [(r["seed"], r["status"], r["verdict"]) for r in report.runs] == [
         (campaign.tasks[0].seed, "done", "valid"), (hung.seed, "timeout", "unknown")]
@@ -110,7 +143,9 @@ def test_a_campaign_on_spark_merges_a_valid_run_and_a_hung_one(spark: Any,
     valid = report.runs[0]
     assert valid["confirmed"] > 0 and valid["history_p99_ms"] is not None
     assert report.latency["overall"]["confirms"] >= valid["confirmed"]
-    assert _run_processes(tmp_path) == []
+    assert valid["worker"] == socket.gethostname()
+    for task in campaign.tasks:
+        assert _run_processes(_temporary(task)) == []
 
 
 def test_a_campaign_of_several_scenarios_gives_each_run_its_own_seed(tmp_path: Path) -> None:

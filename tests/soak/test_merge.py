@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +113,38 @@ def test_the_terminal_summary_gives_verdicts_per_scenario_and_the_runs_to_replay
     assert "  mixed: 1 invalid, 2 unknown, 2 valid\n" in text
     assert "  broken-redelivery: 1 invalid\n" in text
     failing = text[text.index("failing runs"):]
-    assert "seed 66 (broken-redelivery: done, invalid)\n    mirrorchaos run " \
+    assert "seed 66 (broken-redelivery: done, invalid) on synthetic:1\n    mirrorchaos run " \
            "broken-redelivery --seed 66 --runtime process --time-limit 30\n" in failing
     assert "seed 22 (mixed: done, invalid)" in failing
     assert "seed 11 " not in failing
+
+
+def test_the_worker_of_each_run_is_in_every_report(merged: Any) -> None:
+    assert {r["seed"]: r["worker"] for r in merged.runs} == {
+        11: "synthetic:0", 22: "synthetic:1", 33: "synthetic:0", 44: "synthetic:1",
+        55: "synthetic:0", 66: "synthetic:1"}
+    doc = json.loads((merged.directory / "report.json").read_text())
+    assert {r["worker"] for r in doc["runs"]} == {"synthetic:0", "synthetic:1"}
+    for width in (80, 100):  # a line per worker; from 100 columns, a column too
+        out = io.StringIO()
+        render_campaign(merged, Console(file=out, width=width, color_system=None))
+        text = out.getvalue()
+        assert "runs per worker: synthetic:0 3 (#0, 2, 4); synthetic:1 3 (#1, 3, 5)\n" in text
+        assert re.search(r"│ 5 │ 66 .* │ synthetic:1 │", text) if width == 100 else (
+            "│ synthetic:1 │" not in text)
+    assert "<th>worker</th>" in (merged.directory / "report.html").read_text()
+
+
+def test_a_lost_run_is_unknown_and_listed_with_why_and_its_replay(
+        spark: Any, tmp_path: Path) -> None:
+    """A run whose executor was lost on every attempt has only the driver's record:
+    its verdict is unknown, so the campaign is too (exit 2), not valid."""
+    write_synthetic_run(tmp_path, 0, 77, "valid")
+    write_synthetic_run(tmp_path, 1, 88, "lost")
+    report = merge_campaign(spark, tmp_path, write=False)
+    assert [(r["seed"], r["status"], r["verdict"], r["attempts"]) for r in report.runs] == [
+        (77, "done", "valid", 1), (88, "lost", "unknown", 3)]
+    [lost] = report.failing
+    assert lost["replay"] == "mirrorchaos run mixed --seed 88 --runtime process --time-limit 30"
+    assert lost["error"].startswith("attempt 1: synthetic executor lost; attempt 2: ")
+    assert campaign_exit_code(report) == 2
