@@ -38,8 +38,8 @@ def docker_tests(session: nox.Session) -> None:
 
 @nox.session(name="spark-tests")
 def spark_tests(session: nox.Session) -> None:
-    """The soak tests that start a Spark session (needs Java 17): the merge and a
-    campaign on local[2]."""
+    """The tests that start a Spark session (needs Java 17): the merge, a campaign and
+    a shrink's replays on local[2]."""
     session.install("-e", ".[test,soak]")
     session.run("pytest", "-m", "spark", *(session.posargs or ["-q"]))
 
@@ -47,7 +47,8 @@ def spark_tests(session: nox.Session) -> None:
 @nox.session(name="campaign-tests")
 def campaign_tests(session: nox.Session) -> None:
     """Whole scenario runs on local processes: a planted bug caught where the correct
-    broker passes, drains by promotion, a kill of a mirrored master."""
+    broker passes, drains by promotion, a kill of a mirrored master, a failing run
+    shrunk."""
     session.install("-e", ".[test]")
     session.run("pytest", "-m", "campaign", *(session.posargs or ["-q", "-n", "2"]))
 

@@ -16,6 +16,7 @@ from harness.runtime import ledger
 from harness.runtime.command import add_cluster_command
 from harness.runtime.process import stop_recorded
 from harness.shrink.command import add_shrink
+from harness.shrink.replay import ClosingExecute
 from reports.command import add_report_parser
 from reports.power.command import add_power
 from reports.soak.command import add_soak
@@ -324,6 +325,12 @@ def _add_check(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(handler=lambda args: check_command(args.path))
 
 
+def _spark_replays(master: str, seed: int, runtime: str) -> ClosingExecute:
+    from reports.soak.replays import SparkReplays
+
+    return SparkReplays(master, seed, runtime)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mirrorchaos",
@@ -340,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_scenarios(sub)
     add_soak(sub)
     add_power(sub)
-    add_shrink(sub)
+    add_shrink(sub, on_spark=_spark_replays)
     return parser
 
 

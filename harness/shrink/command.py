@@ -5,7 +5,8 @@ The run's scenario and seed come from its ``config.json``, the kind of failure t
 from its ``results.json`` (its most numerous violation kind, or ``--kind``). The
 recorded schedule is replayed first, as a ``sequence`` nemesis: when that does not fail
 the same way there is nothing to shrink (exit 2). Everything goes under
-``DIR/shrink/<timestamp>/``: each candidate's scenario file, log and run, ``shrunk.toml``
+``DIR/shrink/<timestamp>/``: each candidate's scenario file (``NNN.toml``), its run and
+log (``runs/NNN/``), ``shrunk.toml``
 (the smallest failing schedule) and ``shrink.json`` (every replay and its verdict).
 """
 
@@ -15,6 +16,7 @@ import argparse
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +24,23 @@ from rich.console import Console
 
 from faults.toxiproxy.rng import derive
 from harness.checker import EXIT_BAD_INPUT
-from harness.scenarios import ScenarioError
-from harness.shrink.replay import Replayer, replay_command, violation_kinds, write_scenario
+from harness.scenarios import Scenario, ScenarioError
+from harness.shrink.replay import (
+    ClosingExecute,
+    Execute,
+    OnSpark,
+    Replayer,
+    replay_command,
+    run_locally,
+    violation_kinds,
+    write_scenario,
+)
 from harness.shrink.schedule import Schedule, planned, stored_scenario
 from harness.shrink.search import shrink
 
 EXIT_SHRUNK = 0
 EXIT_NOT_REPRODUCED = 2
+EXIT_HARNESS_FAILURE = 255
 SHRUNK_FILE = "shrunk.toml"
 RECORD_FILE = "shrink.json"
 
@@ -37,7 +49,8 @@ class BadRun(ValueError):
     """The directory is not a failing stored run (the user's input)."""
 
 
-def add_shrink(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_shrink(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               on_spark: OnSpark) -> None:
     from harness.cli import _positive_int
 
     p = sub.add_parser(
@@ -56,9 +69,12 @@ def add_shrink(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="replays in all, the first one included (default %(default)s)")
     p.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
                    help="candidates replayed side by side (default %(default)s)")
+    p.add_argument("--spark-master", default=None, metavar="URL",
+                   help="replay the candidates as Spark tasks on this master (local[N] or "
+                   "a cluster's URL; needs the soak extra), --jobs at a time")
     p.add_argument("--runtime", choices=("process", "docker"), default=None,
                    help="where replays run (default: the run's)")
-    p.set_defaults(handler=shrink_command)
+    p.set_defaults(handler=shrink_command, on_spark=on_spark)
 
 
 def load_run(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -77,32 +93,69 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return docs[0], docs[1]
 
 
+@dataclass(frozen=True)
+class FailingRun:
+    """What a shrink starts from: the stored run's scenario, seed and recorded
+    schedule, and the violation kind to keep."""
+
+    directory: Path
+    scenario: Scenario
+    seed: int
+    runtime: str
+    kind: str
+    kinds: tuple[str, ...]  # every kind the run had
+    start: Schedule
+
+
+def failing_run(run_dir: Path, kind: str | None, runtime: str | None) -> FailingRun:
+    config, results = load_run(run_dir)
+    kinds = violation_kinds(results)
+    if results.get("valid") is not False or not kinds:
+        raise BadRun(f"{run_dir}: the run did not fail (verdict "
+                     f"{results.get('valid')!r}): nothing to shrink")
+    kind = kind or kinds[0]
+    if kind not in kinds:
+        raise BadRun(f"--kind {kind}: the run has no such violation (it has "
+                     f"{', '.join(kinds)})")
+    seed = int(config["seed"])
+    source = str(run_dir / "config.json")
+    if not isinstance(config.get("scenario"), dict):
+        raise BadRun(f"{source}: no scenario object")
+    scenario = stored_scenario(config["scenario"], source)
+    return FailingRun(run_dir, scenario, seed,
+                      runtime or str(config.get("runtime", scenario.runtime)), kind, kinds,
+                      planned(scenario, derive(seed, "nemesis")))
+
+
 def shrink_command(args: argparse.Namespace) -> int:
-    console, err = Console(), Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False)
     try:
-        config, results = load_run(args.run_dir)
-        kinds = violation_kinds(results)
-        if results.get("valid") is not False or not kinds:
-            raise BadRun(f"{args.run_dir}: the run did not fail (verdict "
-                         f"{results.get('valid')!r}): nothing to shrink")
-        kind = args.kind or kinds[0]
-        if kind not in kinds:
-            raise BadRun(f"--kind {kind}: the run has no such violation (it has "
-                         f"{', '.join(kinds)})")
-        seed = int(config["seed"])
-        source = str(args.run_dir / "config.json")
-        if not isinstance(config.get("scenario"), dict):
-            raise BadRun(f"{source}: no scenario object")
-        scenario = stored_scenario(config["scenario"], source)
-        start = planned(scenario, derive(seed, "nemesis"))
-        runtime = args.runtime or str(config.get("runtime", scenario.runtime))
+        run = failing_run(args.run_dir, args.kind, args.runtime)
     except (BadRun, ScenarioError, KeyError, TypeError, ValueError) as exc:
         err.print(f"mirrorchaos shrink: {exc}", markup=False, soft_wrap=True)
         return EXIT_BAD_INPUT
-    directory = args.run_dir / "shrink" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    replayer = Replayer(scenario, seed, runtime, directory, jobs=args.jobs)
-    err.print(f"mirrorchaos shrink: {scenario.name} seed {seed}, keeping {kind} "
-              f"(the run had {', '.join(kinds)}); {_size(start)}; work in {directory}",
+    spark: ClosingExecute | None = None
+    if args.spark_master is not None:
+        try:
+            spark = args.on_spark(args.spark_master, run.seed, run.runtime)
+        except RuntimeError as exc:  # no PySpark, no JVM, a bad master URL
+            err.print(f"mirrorchaos shrink: {exc}", markup=False, soft_wrap=True)
+            return EXIT_HARNESS_FAILURE
+    try:
+        return _shrink(run, spark or run_locally(run.seed, run.runtime, args.jobs),
+                       args.max_replays, args.jobs)
+    finally:
+        if spark is not None:
+            spark.close()
+
+
+def _shrink(run: FailingRun, execute: Execute, budget: int, batch: int) -> int:
+    console, err = Console(), Console(stderr=True, highlight=False)
+    kind, start, seed = run.kind, run.start, run.seed
+    directory = run.directory / "shrink" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    replayer = Replayer(run.scenario, seed, run.runtime, directory, execute)
+    err.print(f"mirrorchaos shrink: {run.scenario.name} seed {seed}, keeping {kind} "
+              f"(the run had {', '.join(run.kinds)}); {_size(start)}; work in {directory}",
               markup=False, soft_wrap=True)
 
     def judge(schedules: Sequence[Schedule]) -> list[bool]:
@@ -119,10 +172,10 @@ def shrink_command(args: argparse.Namespace) -> int:
     if not judge([start])[0]:
         _record(directory, kind, start, None, replayer)
         err.print(f"mirrorchaos shrink: the recorded schedule replayed did not fail with "
-                  f"{kind}; see {replayer.replays[0].scenario_file.with_suffix('.log')}",
+                  f"{kind}; see {replayer.replays[0].log}",
                   markup=False, soft_wrap=True)
         return EXIT_NOT_REPRODUCED
-    outcome = shrink(start, judge, args.max_replays - 1, batch=args.jobs)
+    outcome = shrink(start, judge, budget - 1, batch=batch)
     best = outcome.best
     shrunk = _record(directory, kind, start, best, replayer, exhausted=outcome.exhausted)
     console.print(f"[bold]shrunk[/bold]: {_size(start)} -> {_size(best)}, still {kind}; "
@@ -131,7 +184,7 @@ def shrink_command(args: argparse.Namespace) -> int:
     for line in best.describe():
         console.print(f"  {line}", markup=False, soft_wrap=True)
     console.print(f"scenario: {shrunk}", markup=False, soft_wrap=True)
-    console.print(f"replay:   {replay_command(shrunk, seed, runtime)}", markup=False,
+    console.print(f"replay:   {replay_command(shrunk, seed, run.runtime)}", markup=False,
                   soft_wrap=True)
     return EXIT_SHRUNK
 
@@ -165,7 +218,8 @@ def _record(directory: Path, kind: str, start: Schedule, best: Schedule | None,
            "replays": [{"number": r.number, "scenario_file": str(r.scenario_file),
                         "exit_code": r.exit_code, "valid": r.valid, "kinds": list(r.kinds),
                         "still_fails": r.fails_with(kind), "seconds": r.seconds,
-                        "run_dir": None if r.run_dir is None else str(r.run_dir)}
+                        "run_dir": None if r.run_dir is None else str(r.run_dir),
+                        "log": str(r.log)}
                        for r in replayer.replays]}
     directory.mkdir(parents=True, exist_ok=True)
     (directory / RECORD_FILE).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

@@ -124,21 +124,27 @@ def _scenario_text(scenario: str) -> str | None:
 
 def run_campaign(campaign: Campaign, spark: SparkSession,
                  console: Console | None = None) -> list[TaskRecord]:
+    """Every run of the campaign: `run_tasks`."""
+    return run_tasks(spark, campaign.tasks, console)
+
+
+def run_tasks(spark: SparkSession, tasks: list[RunTask],
+              console: Console | None = None) -> list[TaskRecord]:
     """Every run as a Spark job of its own; each run is written into the store as its
     row comes back, its progress shown on ``console``. Returns the records in the
-    campaign's order. Interrupted, it cancels the jobs still going (their runs are
+    tasks' order. Interrupted, it cancels the jobs still going (their runs are
     interrupted in turn) and raises."""
     context = spark.sparkContext
     stopping = threading.Event()
     records = []
-    pool = ThreadPoolExecutor(min(len(campaign.tasks), MAX_JOBS),
+    pool = ThreadPoolExecutor(min(len(tasks), MAX_JOBS),
                               thread_name_prefix="mirrorchaos-soak")
-    progress = Progress(console or Console(stderr=True, quiet=True), len(campaign.tasks),
+    progress = Progress(console or Console(stderr=True, quiet=True), len(tasks),
                         lambda: running_tasks(context))
     try:
         with progress:
             futures = [pool.submit(_run_job, context, task, stopping, progress)
-                       for task in campaign.tasks]
+                       for task in tasks]
             for future in as_completed(futures):
                 record = store_run(future.result())
                 records.append(record)

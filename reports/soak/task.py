@@ -65,7 +65,7 @@ class RunTask:
     scenario: str  # a built-in name or a TOML file, as `mirrorchaos run` takes it
     seed: int
     runtime: str
-    duration: float  # --time-limit
+    duration: float | None  # --time-limit (None: the scenario's own phases)
     task_dir: str
     timeout: float  # seconds before the run is interrupted
     kill_grace: float = 30.0  # seconds between the interrupt and SIGKILL
@@ -79,7 +79,9 @@ class RunTask:
 
     def run_args(self, store: str | None = None, scenario: str | None = None) -> list[str]:
         args = ["run", scenario or self.scenario, "--seed", str(self.seed), "--runtime",
-                self.runtime, "--time-limit", f"{self.duration:g}"]
+                self.runtime]
+        if self.duration is not None:
+            args += ["--time-limit", f"{self.duration:g}"]
         return args + (["--store", store, "--no-live"] if store is not None else [])
 
     @property
