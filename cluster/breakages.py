@@ -223,6 +223,12 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "a node reading the master late (a latency below failure detection on the "
              "master's link to it), then the master killed (ignore partition handling: "
              "the split lasts)"),
+    Breakage("forget-no-promotion",
+             "forget_cluster_node of a stopped node leaves the queues it mastered to "
+             "ha-promote-on-shutdown, as any loss of the node: under when-synced they stay "
+             "on it, unavailable, instead of promoting their eldest mirror", ("disagreement",),
+             "a master forgotten while no mirror is synchronised, then the cluster asked "
+             "before it starts again"),
 )}
 
 
@@ -275,6 +281,7 @@ class Breaks:
     credit_forgets_held: bool = False
     sync_drops_properties: bool = False
     stale_proof_of_life: bool = False
+    forget_no_promotion: bool = False
 
     @classmethod
     def of(cls, names: list[str] | tuple[str, ...]) -> Breaks:

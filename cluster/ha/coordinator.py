@@ -636,8 +636,9 @@ class Coordinator:
         return None
 
     def _forget(self, node: str) -> None:
+        forced = not self.breaks.forget_no_promotion
         for queue in self._queues():
-            self._member_lost(queue, node, forced=True)
+            self._member_lost(queue, node, forced=forced)
 
     # -- publishes and confirms ---------------------------------------------------------
 

@@ -4,6 +4,7 @@ from . import grudges
 from .admin import PolicyNemesis, QueueAdminNemesis
 from .combined import combined_nemesis
 from .core import HEAL, Compose, InvalidOp, Nemesis, NoopNemesis, Op, UnsupportedOp
+from .forget import ForgetNemesis
 from .links import LinkNemesis
 from .partition import PartitionNemesis
 from .process import ProcessNemesis
@@ -15,6 +16,7 @@ __all__ = [
     "HEAL",
     "ClusterView",
     "Compose",
+    "ForgetNemesis",
     "InvalidOp",
     "LinkNemesis",
     "ManagementView",

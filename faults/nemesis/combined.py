@@ -13,6 +13,7 @@ from faults.toxiproxy.rng import stream
 
 from .admin import PolicyNemesis, QueueAdminNemesis
 from .core import Compose, Nemesis
+from .forget import ForgetNemesis
 from .links import LinkNemesis
 from .partition import PartitionNemesis
 from .process import ProcessNemesis
@@ -25,7 +26,8 @@ def combined_nemesis(seed: int, *, control: ProcessControl | None = None,
                      management: Mapping[str, Management] | None = None) -> Compose:
     """The parts the given pieces allow: process faults with ``control``, link faults
     and partitions with ``client`` and ``topology``, policy faults and queue admin
-    (sync, forget) with ``management``. Heal order: link degradation and partitions
+    (sync, forget) with ``management``, and with both, ``forget`` (a stop, then
+    forget_cluster_node). Heal order: link degradation and partitions
     (undone first, so a node that starts again can hear its peers), processes,
     policies; a link to a node that was down is verified by `Compose`'s second go."""
     parts: list[Nemesis] = []
@@ -34,11 +36,17 @@ def combined_nemesis(seed: int, *, control: ProcessControl | None = None,
         parts.append(LinkNemesis(client, topology, verifier=verifier))
         parts.append(PartitionNemesis(client, topology, stream(seed, "nemesis", "partition"),
                                       verifier=verifier))
+    process: ProcessNemesis | None = None
+    admin: QueueAdminNemesis | None = None
     if control is not None:
-        parts.append(ProcessNemesis(control, stream(seed, "nemesis", "process"), view=view))
+        process = ProcessNemesis(control, stream(seed, "nemesis", "process"), view=view)
+        parts.append(process)
     if management is not None:
+        admin = QueueAdminNemesis(management, stream(seed, "nemesis", "queue-admin"))
         parts.append(PolicyNemesis(management, stream(seed, "nemesis", "admin")))
-        parts.append(QueueAdminNemesis(management, stream(seed, "nemesis", "queue-admin")))
+        parts.append(admin)
+    if process is not None and admin is not None:
+        parts.append(ForgetNemesis(process, admin))
     if not parts:
         raise ValueError("a combined nemesis needs process control, toxiproxy and a "
                          "topology, or management endpoints")

@@ -30,8 +30,12 @@ policy the master does not apply); the ``cluster-state`` step waits for that wit
 bound. A node that could not be asked (``cluster-state fail``) is listed in the result's
 data, and at ``quiet`` and ``before-drain`` it is ``node-unavailable``: the harness has
 it running and every fault healed a while before, so it should serve (a minority that
-never resumed). Each kind is its own checker (one JUnit case each); their anomalies name
-the nodes involved where others name messages.
+never resumed). At every phase, no node may list a node the harness forgot
+(``forget_cluster_node``: a ``forget`` fault that says who forgot it) and has not started
+again as a master or mirror of a workload queue: it left every queue, and one it
+mastered promoted a mirror whatever its policy (only a queue the record's replay leaves
+without any mirror stays on it): else ``disagreement``. Each kind is its own checker
+(one JUnit case each); their anomalies name the nodes involved where others name messages.
 """
 
 from __future__ import annotations
@@ -43,9 +47,9 @@ from harness.checker.compose import Streaming
 from harness.checker.membership import POLICY, Change, beyond, changes_from, covers, replayed
 from harness.checker.protocol import Handler, Observer
 from harness.checker.record import may_cut_apart
-from harness.checker.result import Anomaly, Result
+from harness.checker.result import Anomaly, Fault, Result
 from harness.checker.run import Run
-from harness.history.model import Event
+from harness.history.model import FORGET_FAULT, Event
 
 _SPLIT_BRAIN_CAVEAT = {"ignore": "partition-split-brain"}
 
@@ -118,10 +122,9 @@ class _Agreement:
 
     def finish(self) -> Result:
         run = self.run
-        policy_changes = [c for c in changes_from(run.timeline.faults(), (), run.header.nodes,
-                                                  run.header.partition_handling)
-                          if c.kind == POLICY]
         faults = run.timeline.faults()
+        changes = changes_from(faults, (), run.header.nodes, run.header.partition_handling)
+        policy_changes = [c for c in changes if c.kind == POLICY]
         caveat = _SPLIT_BRAIN_CAVEAT.get(run.header.partition_handling)
         cuts = sorted(f.start for f in faults if may_cut_apart(f, faults))
         violations: list[Anomaly] = []
@@ -142,6 +145,7 @@ class _Agreement:
                 found += misplaced(phase, steady, {q: policy for q, policy in
                                                       policies.items() if q not in split})
             found += self._unavailable(phase)
+            found += self._forgotten(phase, steady, faults, changes)
             for anomaly in found:
                 if anomaly.kind != self.kind:
                     continue
@@ -168,6 +172,36 @@ class _Agreement:
                         f"at {phase}, after every fault healed, running node {u['node']} "
                         f"did not answer: {u['error']}")
                 for u in self.unasked if u["phase"] == phase]
+
+    def _forgotten(self, phase: str, nodes: Mapping[str, Mapping[str, Report]],
+                   faults: list[Fault], changes: list[Change]) -> list[Anomaly]:
+        """Workload queues that an answering node lists with a member the harness forgot
+        and has not started again: as a mirror, or as the master of a queue that the
+        record's replay has promoted past it."""
+        time, header = self.times[phase], self.run.header
+        gone = {f.targets[0]: f for f in faults if f.kind == FORGET_FAULT and f.applied
+                and f.detail.get("forgotten_by") and f.start < time
+                and (f.end is None or f.end > time)}
+        if not gone:
+            return []
+        before = [c for c in changes if c.time <= time]
+        found = []
+        for queue in header.queues:
+            listing = {n: qs[queue] for n, qs in nodes.items() if queue in qs}
+            stays = replayed(header, before, queue).down_master
+            stale = sorted({m for report in listing.values()
+                            for m in [report.get("master"), *(report.get("mirrors") or ())]
+                            if m in gone and m != stays})
+            if stale:
+                ids = ", ".join(gone[m].id for m in stale)
+                found.append(Anomaly(
+                    "disagreement", stale,
+                    f"at {phase}, {', '.join(sorted(listing))} list {', '.join(stale)}, "
+                    f"forgotten in {ids} and not started again, as a member of {queue}: "
+                    + _listing({n: [r.get("master"), *(r.get("mirrors") or ())]
+                                for n, r in listing.items()}),
+                    tuple(gone[m] for m in stale), queue=queue))
+        return found
 
     def _policies(self, changes: list[Change], time: float) -> dict[str, Mapping[str, Any]]:
         """Each workload queue's policy at ``time``, by the harness's record: the

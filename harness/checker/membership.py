@@ -2,9 +2,9 @@
 
 An I/O-free model of the mirrored queue's documented behaviour (docs/cluster-design.md),
 fed only with what the harness did (crashes, stops, restarts, partitions under
-``pause_minority``, policy changes, syncs) and with node-reported completed syncs (also
-a mirror's synchronisation by draining), which can only make the model stricter: a
-mirror called synchronised must hold whatever its master holds. The broker's own
+``pause_minority``, policy changes, syncs, forgotten nodes) and with node-reported
+completed syncs (also a mirror's synchronisation by draining), which can only make the
+model stricter: a mirror called synchronised must hold whatever its master holds. The broker's own
 claims about promotions or mirrors are never used: a broker that lies about them must
 not be able to excuse a loss.
 
@@ -12,7 +12,10 @@ For one message the replay starts at its publish: every member then holds it. A 
 that joins later starts empty and holds it only after a sync completes while the master
 holds it. When the master fails the eldest surviving mirror is promoted (unless the
 policy says ``when-synced`` and it is not synchronised); if the master held the message
-and the promoted mirror does not, the message is gone by design.
+and the promoted mirror does not, the message is gone by design. A ``forget`` stops its
+node and removes it from the cluster at once: it leaves every queue, and one it mastered
+promotes its eldest surviving mirror whatever the policy says; started again, it is a new
+node, its mirrors empty.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 from harness.checker.result import Fault
 from harness.history.model import (
     CRASH_FAULTS,
+    FORGET_FAULT,
     PARTITION_FAULT,
     POLICY_FAULT,
     SHUTDOWN_FAULTS,
@@ -72,8 +76,6 @@ def changes_from(faults: Iterable[Fault], syncs: Iterable[tuple[float, str, str 
                 down = nodes  # the survivors are a minority: they pause too
         elif f.kind == PARTITION_FAULT and partition_handling == "pause_minority":
             down = paused_minority(f, nodes)
-        elif f.kind == "forget":
-            changes.append(Change(f.start, FORGET, f.targets, fault=f))
         elif f.kind == "sync" and back and not f.detail.get("cancelled"):
             assert f.end is not None
             changes.append(Change(f.end, SYNC, queue=f.detail.get("queue"), fault=f))
@@ -86,7 +88,8 @@ def changes_from(faults: Iterable[Fault], syncs: Iterable[tuple[float, str, str 
                 changes.append(Change(f.end, POLICY, queue=queue, pattern=pattern,
                                       definition=f.detail.get("restored"), fault=f))
         if down:
-            changes.append(Change(f.start, FAIL, down, f.kind in SHUTDOWN_FAULTS, fault=f))
+            kind = FORGET if f.kind == FORGET_FAULT else FAIL
+            changes.append(Change(f.start, kind, down, f.kind in SHUTDOWN_FAULTS, fault=f))
             if back:
                 assert f.end is not None
                 changes.append(Change(f.end, JOIN, down, fault=f))
@@ -176,7 +179,6 @@ class Replay:
         self.synced = set(self.members)
         self.policy: Mapping[str, Any] = dict(config.policy)
         self.previous: dict[str, Mapping[str, Any]] = {}  # policy fault id -> replaced policy
-        self.forgotten: set[str] = set()
         self.dead: set[str] = set()
         self.down_master: str | None = None
         self.waiting: list[str] = []  # mirrors left behind while the queue is down
@@ -203,10 +205,7 @@ class Replay:
         return Outcome(holders, disk, self.cause, self.cause_change)
 
     def apply(self, change: Change) -> None:
-        if change.kind == FAIL:
-            self._fail(change)
-        elif change.kind == FORGET:
-            self.forgotten.update(change.nodes)
+        if change.kind in (FAIL, FORGET):
             self._fail(change)
         elif change.kind == JOIN:
             self._join(change)
@@ -238,7 +237,8 @@ class Replay:
         key = "ha-promote-on-shutdown" if change.shutdown else "ha-promote-on-failure"
         mode = self.policy.get(key, "when-synced" if change.shutdown else "always")
         heir = survivors[0] if survivors else None
-        if heir is not None and (mode == "always" or heir in self.synced
+        # forget_cluster_node promotes whatever the policy says
+        if heir is not None and (mode == "always" or change.kind == FORGET or heir in self.synced
                                  or (holders is not None and heir in holders)):
             self.members = survivors
             self.synced &= set(survivors)
@@ -261,7 +261,7 @@ class Replay:
             holders.clear()
 
     def _join(self, change: Change) -> None:
-        back = [n for n in change.nodes if n not in self.forgotten]
+        back = list(change.nodes)
         self.dead -= set(back)
         if not self.members:
             master = self.down_master
@@ -308,8 +308,8 @@ class Replay:
         if self.holders is not None:
             self.holders -= dropped
         for node in self.nodes:
-            if node not in self.members and node not in self.dead and node not in (
-                    self.forgotten) and covers(self.policy, node, self.members):
+            if node not in self.members and node not in self.dead and covers(
+                    self.policy, node, self.members):
                 self.members.append(node)
 
 

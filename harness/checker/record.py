@@ -19,7 +19,7 @@ FAILURE_FAULTS = CRASH_FAULTS | SHUTDOWN_FAULTS | {PARTITION_FAULT}
 # default 0.5 s tick
 DETECTED_S = 2.0
 # admin faults that touch neither nodes nor links
-_ADMIN_FAULTS = frozenset({"policy", "sync", "forget"})
+_ADMIN_FAULTS = frozenset({"policy", "sync"})
 
 
 def touches(fault: Fault, node: str | None) -> bool:

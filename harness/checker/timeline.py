@@ -14,7 +14,7 @@ from harness.history.errors import InconsistentHistory
 from harness.history.model import CRASH_FAULTS, PARTITION_FAULT, SHUTDOWN_FAULTS, Event
 
 _DETAIL_KEYS = ("grudge", "links", "attributes", "definition", "pattern", "queue",
-                "cancelled")
+                "cancelled", "forgotten_by")
 SYNCHRONISED = "synchronised"  # a completed sync-end's outcome
 # a master's report of a mirror synchronised by draining (a node-event)
 MIRROR_SYNCHRONISED = "mirror_synchronised"

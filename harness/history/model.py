@@ -34,11 +34,13 @@ NODE_OPS = frozenset({
 })
 OPS = CLIENT_OPS | FAULT_OPS | NODE_OPS
 
-# Node-failure fault kinds the checker reasons about (with the admin kinds policy, sync
-# and forget); any other kind (latency, bandwidth, slicer, reset_peer, limit_data,
+# Node-failure fault kinds the checker reasons about (with the admin kinds policy and
+# sync); any other kind (latency, bandwidth, slicer, reset_peer, limit_data,
 # slow_close, timeout, ...) is kept as context for anomalies.
 CRASH_FAULTS = frozenset({"kill", "power-loss", "pause", "restart"})
-SHUTDOWN_FAULTS = frozenset({"stop"})
+# graceful stops; a ``forget`` is one too, its node then forgotten (FORGET_FAULT)
+FORGET_FAULT = "forget"
+SHUTDOWN_FAULTS = frozenset({"stop", FORGET_FAULT})
 PARTITION_FAULT = "partition"
 POLICY_FAULT = "policy"
 

@@ -28,7 +28,7 @@ from harness.scenarios import Scenario
 # against every planted bug.
 CI_SCENARIOS = ("gauntlet", "gauntlet-autoheal", "gauntlet-promote", "gauntlet-ops",
                 "gauntlet-replicas", "gauntlet-content", "gauntlet-late-peer",
-                "gauntlet-no-ack")
+                "gauntlet-no-ack", "gauntlet-forget")
 CI_SEEDS = (7, 11, 13)
 
 

@@ -26,9 +26,9 @@ from harness.scenarios.nemesis import (
 _KINDS = {"kill": "kill", "power-loss": "power-loss", "stop": "stop", "pause": "pause",
           "restart": "restart",
           "rolling-restart": "restart", "partition": "partition", "set-policy": "policy",
-          "clear-policy": "policy", "sync-queue": "sync"}
+          "clear-policy": "policy", "sync-queue": "sync", "forget": "forget"}
 # ops that undo earlier faults rather than start one
-_ENDING = {"resume": {"pause"}, "start": {"kill", "power-loss", "stop"}}
+_ENDING = {"resume": {"pause"}, "start": {"kill", "power-loss", "stop", "forget"}}
 # ops whose fault is over when the op returns (the node is back, the sync is complete)
 _SELF_ENDING = {"restart", "rolling-restart", "sync-queue"}
 
@@ -145,6 +145,9 @@ class RecordedNemesis:
             return []
         if op.f == "rolling-restart":
             return list(self.nodes)
+        if op.f == "forget":
+            node = value.get("node") if isinstance(value, dict) else None
+            return [node] if node in self.nodes else []
         if op.f == "partition":
             grudge = value.get("grudge") if isinstance(value, dict) else None
             return _cut_off(grudge, self.nodes) if grudge else []
@@ -172,6 +175,8 @@ class RecordedNemesis:
             return {k: value[k] for k in ("links", "stream", "attributes") if k in value}
         if op.f == "sync-queue":
             return {k: value[k] for k in ("queue", "cancelled") if k in value}
+        if op.f == "forget":
+            return {"forgotten_by": value.get("forgotten_by")}
         return {}
 
     # -- ends ------------------------------------------------------------------------

@@ -178,6 +178,35 @@ _GAUNTLET_STEPS = [
 ]
 
 
+def _forget_and_start(at: float, which: str) -> list[dict[str, object]]:
+    """The queue's ``which`` stopped and forgotten, the nodes asked 2 s later (none may
+    list it, and a queue it mastered must have promoted a mirror), then started again,
+    to rejoin as a new node: empty, unsynchronised."""
+    return [_step(at, "forget", {"node": which}), _step(at + 2.0, SETTLED_STATE),
+            _step(at + 3.0, "start")]
+
+
+# The gauntlet's workload without its churner: an exclusive queue lives on one node, so
+# the nodes never list the same queues and each cluster-state step would wait out its
+# bound, running the forgets late.
+_FORGET = replace(_GAUNTLET, churners=0)
+# Each mirror in turn forgotten and started again (the eldest first, so both come back
+# empty: no mirror is synchronised for the backlog queue), then the master forgotten
+# (the stop alone would leave the queue on it under ha-promote-on-shutdown when-synced:
+# forgotten, it must promote its eldest mirror whatever the policy), then both queues
+# synchronised and the master forgotten once more (the promoted mirror must hold every
+# message: the forgotten node came back empty and was counted synchronised only by the
+# sync). The drain by promotion then promotes mirrors that joined after each forget.
+_FORGET_STEPS = [
+    *_forget_and_start(0.0, "mirror"), *_forget_and_start(5.0, "mirror"),
+    *_forget_and_start(10.0, "master"),
+    # asked of the master: the node just started may list no mirror yet, all synchronised
+    _step(16.0, "sync-queue", {"queue": "q1", "node": "master"}),
+    _step(16.5, "sync-queue", {"queue": "q2", "node": "master"}),
+    *_forget_and_start(18.5, "master"),
+]
+
+
 def _kill(targets: str = "master", hold: float = 6.0, quiet: float = 6.0) -> NemesisSpec:
     return NemesisSpec("kill", targets, hold, quiet)
 
@@ -380,6 +409,15 @@ DETECTION: tuple[Scenario, ...] = (
                  _step(16.0, "restart", {"nodes": "mirror"}),
                  _step(20.0, "kill", _MASTER), _step(22.0, "heal")]}),
              phases=Phases(warmup=3.0, faults=24.0, recovery=6.0, promotion_drain=True)),
+    Scenario("gauntlet-forget", "forget_cluster_node: each mirror stopped and forgotten "
+             "and started again (it must leave every queue, and come back empty and "
+             "unsynchronised), the master forgotten while no mirror is synchronised (its "
+             "queues must promote their eldest mirror whatever ha-promote-on-shutdown says), "
+             "both queues synchronised and the master forgotten again, the nodes asked after "
+             "each forget (none may list the forgotten node); then a drain by promotion",
+             policy={"ha-mode": "all", "ha-sync-mode": "manual"}, workload=_FORGET,
+             nemesis=NemesisSpec("sequence", options={"steps": _FORGET_STEPS}),
+             phases=Phases(warmup=3.0, faults=23.5, recovery=6.0, promotion_drain=True)),
     Scenario("gauntlet-ops", "the master's other broadcasts and the cluster's metadata: "
              "a queue nobody consumes purged every 2 s (what a purge removed must never "
              "come back, also not from a mirror promoted later), every publish routed "

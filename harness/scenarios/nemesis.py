@@ -43,7 +43,7 @@ SETTLED_STATE = "cluster-state"
 _PROCESS = ("kill", "stop", "pause", "power-loss")
 _SEQUENCE_FS = ("kill", "stop", "pause", "power-loss", "resume", "start", "restart",
                 "rolling-restart", "partition", "degrade", "set-policy", "clear-policy",
-                "sync-queue", HEAL, SETTLED_STATE)
+                "sync-queue", "forget", HEAL, SETTLED_STATE)
 
 
 class PlanError(ValueError):
@@ -195,6 +195,10 @@ def _sequence(scenario: Scenario, raw: Any) -> list[Step]:
             value = _sync_value(scenario, value, i)
         elif f == "set-policy":
             value = _policy_value(scenario, value, i)
+        elif f == "forget" and (not isinstance(value, dict) or set(value) != {"node"} or (
+                value["node"] not in (*SYMBOLIC, *scenario.node_names))):
+            raise PlanError(f"step {i}: forget takes {{node = master|mirror|<node>}} "
+                            f"(nodes {list(scenario.node_names)}), got {value!r}")
         elif f == SETTLED_STATE and value is not None and (
                 not isinstance(value, dict) or set(value) - {"answering"}):
             raise PlanError(f"step {i}: cluster-state takes only {{answering = true|false}}, "

@@ -319,6 +319,21 @@ def test_break_shutdown_promotes_unsynced() -> None:
             assert drain(sim, "n2") == []  # the five messages died with n1
 
 
+def test_break_forget_no_promotion() -> None:
+    """n1 stopped while no mirror is synchronised (when-synced: the queue waits for it),
+    then forgotten by n3: the correct broker promotes n2 anyway."""
+    for breaks, promoted in (((), True), (("forget-no-promotion",), False)):
+        sim = unsynchronised_mirrors(*breaks)
+        sim.coordinators["n1"].leave()
+        sim.pump()
+        sim.kill("n1")
+        sim.pump()
+        assert master_node(sim, "n2") == "n1"
+        assert sim.coordinators["n3"].forget("n1") is None
+        sim.pump()
+        assert (master_node(sim, "n3") == "n2") is promoted
+
+
 def test_break_failure_promotes_unsynced() -> None:
     for breaks, promoted in (((), False), (("failure-promotes-unsynced",), True)):
         sim = unsynchronised_mirrors(*breaks, policy={"ha-promote-on-failure": "when-synced"})

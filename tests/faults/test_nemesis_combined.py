@@ -172,6 +172,26 @@ def test_a_black_holed_master_killed_half_a_second_later_heals_in_one_go(
         cluster.wait_formed()
 
 
+def test_forget_stops_a_node_a_running_node_forgets_it_and_the_heal_starts_it(
+    tmp_path: Path,
+) -> None:
+    with running_cluster(tmp_path) as cluster:
+        nemesis = combined_nemesis(
+            1, control=cluster.control, view=cluster.view(),
+            management={name: cluster.mgmt(name) for name in cluster.names})
+        done = nemesis.invoke(Op("forget", {"node": "n3"}))
+        assert done.type == "ok", done.error
+        assert done.value["node"] == "n3" and done.value["forgotten_by"] in ("n1", "n2")
+        assert cluster.control.state("n3") is ProcessState.STOPPED
+        again = nemesis.invoke(Op("forget", {"node": "n3"}))
+        assert again.type == "fail" and "not running" in (again.error or "")
+        with pytest.raises(InvalidOp, match="forget needs the node's name"):
+            nemesis.invoke(Op("forget", {"node": ["n3"]}))
+        assert nemesis.invoke(Op(HEAL)).type == "ok"
+        assert cluster.control.state("n3") is ProcessState.RUNNING
+        cluster.wait_formed()
+
+
 def test_two_faults_on_one_link_heal_directly_without_a_reset(tmp_path: Path) -> None:
     """A degrade and a partition both black-hole n1->n3: every fault is undone before
     any heal checks that bytes flow, so neither check waits on the other's toxic nor

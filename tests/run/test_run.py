@@ -228,6 +228,25 @@ def test_recorded_faults_are_history_the_checker_reads(tmp_path: Path) -> None:
     assert [f["id"] for f in result.data["faults"]] == ["pause-1", "kill-2", "policy-3"]
 
 
+def test_a_forget_is_one_fault_on_the_node_then_meant_that_a_start_ends(
+        tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    config = {"nodes": ["n1", "n2", "n3"], "partition_handling": "pause_minority"}
+    status = ActiveFaults()
+    with HistoryWriter(path, run_id="r", scenario="t", seed=1, config=config) as writer:
+        nemesis = RecordedNemesis(NoopNemesis(), writer, lambda which, queue=None: "n2",
+                                  None,  # type: ignore[arg-type]
+                                  ["n1", "n2", "n3"], status)
+        nemesis.invoke(Op("forget", {"node": "master"}))
+        assert status.active == {"forget-1": "forget n2"}
+        nemesis.invoke(Op("start", {"nodes": ["n2"]}))
+        assert status.active == {}
+    lines = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    assert [(e["op"], e["type"], e["fault"], e["targets"]) for e in lines] == [
+        ("fault-start", "invoke", "forget", ["n2"]), ("fault-start", "ok", "forget", ["n2"]),
+        ("fault-end", "ok", "forget", ["n2"])]
+
+
 def test_a_policy_naming_nodes_symbolically_is_recorded_with_the_nodes_then_meant(
         tmp_path: Path) -> None:
     """``ha-params`` ``["mirror", "youngest"]``: the nodes they name when invoked, of

@@ -148,6 +148,19 @@ def test_a_set_policy_step_redefines_the_runs_own_policy_on_the_workloads_queues
         load_scenario(write(tmp_path, bare), SCENARIOS)
 
 
+def test_a_forget_step_names_one_node_symbolically_or_by_name(tmp_path: Path) -> None:
+    text = ('[nemesis]\npackage = "sequence"\n'
+            '[[nemesis.options.steps]]\nat = 1\nf = "forget"\nvalue = {node = "master"}\n'
+            '[[nemesis.options.steps]]\nat = 2\nf = "start"\n'
+            '[[nemesis.options.steps]]\nat = 3\nf = "forget"\nvalue = {node = "n3"}\n')
+    steps = check_plan(load_scenario(write(tmp_path, text), SCENARIOS))
+    assert [(s.op.f, s.op.value) for s in steps[:3]] == [
+        ("forget", {"node": "master"}), ("start", None), ("forget", {"node": "n3"})]
+    for bad in ('{node = "n9"}', '{nodes = "master"}', '"master"'):
+        with pytest.raises(ScenarioError, match="forget takes"):
+            load_scenario(write(tmp_path, text.replace('{node = "n3"}', bad)), SCENARIOS)
+
+
 @pytest.mark.parametrize(("text", "key", "expected"), [
     ("nodes = 0\n", "nodes", "a number above zero"),
     ('nodes = "3"\n', "nodes", "a whole number"),
