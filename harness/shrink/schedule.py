@@ -133,10 +133,10 @@ def shortened(schedule: Schedule, factor: float = 0.5, minimum: float = GAP) -> 
 
 def compacted(schedule: Schedule, gap: float = GAP) -> Schedule | None:
     """The windows moved together (the first at ``gap``, each next one ``gap`` after
-    the one before ends) and the fault phase ended ``gap`` after the last step; None
-    when that changes nothing."""
+    the one before ends) and the fault phase ended ``gap`` after the last step (``gap``
+    long with no step at all); None when that changes nothing."""
     if not schedule.steps:
-        return None
+        return None if schedule.faults == gap else Schedule((), gap)
     moved: list[Step] = []
     at = gap
     for part in schedule.windows:
@@ -164,8 +164,10 @@ def scenario_doc(scenario: Scenario, schedule: Schedule) -> dict[str, Any]:
     doc.pop("seed", None)  # the replay command gives it
     doc["name"], doc["description"] = scenario.name, scenario.description
     doc["policy"] = _plain(dict(scenario.policy))  # an empty policy differs from the default
-    doc["nemesis"] = {"package": "sequence",
-                      "options": {"steps": [_step_doc(s) for s in schedule.steps]}}
+    # no step left: the failure needs no fault at all
+    doc["nemesis"] = ({"package": "sequence",
+                       "options": {"steps": [_step_doc(s) for s in schedule.steps]}}
+                      if schedule.steps else {"package": "none"})
     doc["phases"] = {**doc.get("phases", {}), "faults": schedule.faults}
     return doc
 

@@ -111,7 +111,8 @@ def test_compacting_moves_windows_together_and_ends_the_fault_phase_after_them()
     assert [s.at for s in packed.steps] == [GAP, GAP + 3, 2 * GAP + 3, 2 * GAP + 7]
     assert packed.faults == 3 * GAP + 7
     assert compacted(packed) is None
-    assert compacted(schedule(faults=60)) is None
+    assert compacted(schedule(faults=60)) == schedule(faults=GAP)
+    assert compacted(schedule(faults=GAP)) is None
 
 
 def test_fault_count_leaves_out_steps_that_only_end_faults() -> None:
@@ -124,3 +125,10 @@ def test_a_candidate_the_loader_refuses_is_refused_before_a_replay() -> None:
     bad = schedule((1, Op("kill-everything")))
     with pytest.raises(ValueError, match="kill-everything"):
         scenario_of(scenario_doc(SCENARIOS["smoke"], bad), "candidate.toml")
+
+
+def test_a_schedule_with_no_step_left_is_a_scenario_without_faults() -> None:
+    smoke = SCENARIOS["consume-survives-kill"]
+    again = scenario_of(scenario_doc(smoke, schedule(faults=4.0)), "shrunk.toml")
+    assert again.nemesis.package == "none" and again.phases.faults == 4.0
+    assert [s.op.f for s in plan_steps(again, 1, *every_link(again))] == [HEAL]
