@@ -92,6 +92,8 @@ def test_dropping_steps_one_at_a_time() -> None:
     start = schedule((1, KILL), (3, Op(HEAL)), (5, PARTITION))
     assert [[s.op.f for s in c.steps] for c in without_steps(start)] == [
         [HEAL, "partition"], ["kill", "partition"], ["kill", HEAL]]
+    assert without_steps(schedule((1, KILL))) == [schedule()]
+    assert without_steps(schedule()) == []
 
 
 def test_shortening_pulls_a_window_towards_its_start_but_not_below_the_gap() -> None:

@@ -103,3 +103,10 @@ def test_the_result_always_failed_and_holds_every_step_the_failure_needs(
     assert fails(outcome.best)
     assert outcome.best == START or any(s == outcome.best for s in judge.judged)
     assert len(outcome.best.steps) == len(ops)  # nothing it does not need
+
+
+def test_a_failure_that_needs_no_fault_shrinks_to_no_step_even_when_a_bigger_one_won() -> None:
+    # every schedule fails: the first candidate tried wins its batch, yet the loop
+    # goes on down to nothing
+    outcome = shrink(START, Judge(lambda s: True), budget=40, batch=4)
+    assert outcome.best == Schedule((), GAP)
