@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import tomli_w
 
 from harness.run.orphan import interrupt_when_orphaned
+from harness.run.store import find_run_dir
 from harness.scenarios import Scenario
 from harness.shrink.schedule import Schedule, scenario_doc, scenario_of
 
@@ -107,6 +108,7 @@ OnSpark = Callable[[str, int, str], ClosingExecute]
 LOG_FILE = "run.log"
 # a replay's start-up, drain (up to its drain timeout) and check beyond its phases
 _TIMEOUT_MARGIN = 240.0
+_INTERRUPT_GRACE = 30.0  # seconds an interrupted replay gets to wind down
 
 
 def run_locally(seed: int, runtime: str, jobs: int) -> Execute:
@@ -125,9 +127,13 @@ def run_locally(seed: int, runtime: str, jobs: int) -> Execute:
                 code: int | None = process.wait(timeout=candidate.timeout)
             except subprocess.TimeoutExpired:  # interrupted: it stores what it has
                 process.send_signal(signal.SIGINT)
-                process.wait()
+                try:
+                    process.wait(timeout=_INTERRUPT_GRACE)
+                except subprocess.TimeoutExpired:  # what it left, the next run reaps
+                    process.kill()
+                    process.wait()
                 code = None
-        return Executed(code, stored_run(candidate.store),
+        return Executed(code, find_run_dir(candidate.store, seed),
                         round(time.monotonic() - started, 1))
 
     def execute(candidates: Sequence[Candidate]) -> list[Executed]:
@@ -135,12 +141,6 @@ def run_locally(seed: int, runtime: str, jobs: int) -> Execute:
             return list(pool.map(one, candidates))
 
     return execute
-
-
-def stored_run(store: Path) -> Path | None:
-    """The run directory under a replay's store, ``<scenario>/<timestamp>-seed<N>``."""
-    return next((p for p in sorted(store.glob("*/*-seed*")) if p.is_dir()
-                 and not p.parent.is_symlink()), None)
 
 
 class Replayer:

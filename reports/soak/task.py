@@ -37,6 +37,7 @@ from typing import Any
 import psutil
 
 from harness.run.orphan import interrupt_when_orphaned
+from harness.run.store import find_run_dir
 
 TASK_FILE = "task.json"
 TMP_DIR = "tmp"  # the run's TMPDIR, in its working directory
@@ -145,7 +146,7 @@ def _run(task: RunTask, work: Path) -> TaskRecord:
                 end_strays(tmp)
     except Exception as exc:  # the record must still be made
         error = f"{type(exc).__name__}: {exc}"
-    run_dir = _run_dir(work, task.seed)
+    run_dir = find_run_dir(work, task.seed)
     if status == "done" and (run_dir is None or not (run_dir / "results.json").exists()):
         status, error = "crashed", f"exit {code} without a results.json"
     if status == "crashed" and error is None:
@@ -255,13 +256,6 @@ def end_strays(tmp: Path) -> None:
                 proc.kill()
                 strays.append(proc)
     psutil.wait_procs(strays, timeout=5)
-
-
-def _run_dir(store: Path, seed: int) -> Path | None:
-    """The run's directory, ``<store>/<scenario>/<timestamp>-seed<N>``."""
-    found = sorted(p for p in store.glob(f"*/*-seed{seed}*")
-                   if p.is_dir() and not p.parent.is_symlink() and p.parent.name != TMP_DIR)
-    return found[-1] if found else None
 
 
 def _log_tail(path: Path, lines: int = 5) -> str:
