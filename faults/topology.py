@@ -9,7 +9,7 @@ degraded alone; each client reaches its node through its own proxy
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import permutations
 from typing import Literal
@@ -64,12 +64,16 @@ class Topology:
     processes; the toxiproxy container's name when it runs in one). ``duplex`` says
     whether a node also sends to a peer over the connection that peer dialled (our
     nodes never do; RabbitMQ's Erlang distribution does), which decides what a
-    partition must cut."""
+    partition must cut. ``node_listen`` gives a node link's proxy a fixed address,
+    which is also the one its source dials (for nodes that find a peer by name at a
+    fixed port, as Erlang distribution does); by default each proxy takes a free port
+    on ``listen_host``."""
 
     def __init__(self, client: ToxiproxyClient, nodes: Sequence[NodeAddress], *,
                  listen_host: str = "127.0.0.1", dial_host: str | None = None,
                  node_probe: Probe = NODE_LINK_PROBE, client_probe: Probe = AMQP_PROBE,
-                 duplex: bool = False) -> None:
+                 duplex: bool = False,
+                 node_listen: Callable[[str, str], str] | None = None) -> None:
         names = [node.name for node in nodes]
         if len(set(names)) != len(names):
             raise ValueError(f"node names must be unique, got {names}")
@@ -78,6 +82,7 @@ class Topology:
         self.listen_host = listen_host
         self.dial_host = dial_host or listen_host
         self.duplex = duplex
+        self._node_listen = node_listen
         self._probes: dict[LinkKind, Probe] = {"node": node_probe, "client": client_probe}
         self._links: dict[str, Link] = {}
 
@@ -85,10 +90,12 @@ class Topology:
     def create(cls, client: ToxiproxyClient, nodes: Sequence[NodeAddress], *,
                listen_host: str = "127.0.0.1", dial_host: str | None = None,
                node_probe: Probe = NODE_LINK_PROBE, client_probe: Probe = AMQP_PROBE,
-               duplex: bool = False, clients: Iterable[tuple[str, str]] = ()) -> Topology:
+               duplex: bool = False, node_listen: Callable[[str, str], str] | None = None,
+               clients: Iterable[tuple[str, str]] = ()) -> Topology:
         """Every directed node link, plus a link for each ``(client id, node)``."""
         topology = cls(client, nodes, listen_host=listen_host, dial_host=dial_host,
-                       node_probe=node_probe, client_probe=client_probe, duplex=duplex)
+                       node_probe=node_probe, client_probe=client_probe, duplex=duplex,
+                       node_listen=node_listen)
         try:
             for source, target in permutations(topology.nodes, 2):
                 topology._add("node", source, target)
@@ -109,8 +116,12 @@ class Topology:
         else:
             name, port = client_link_name(source, target), address.amqp_port
         upstream = f"{address.host}:{port}"
-        proxy = self.client.create_proxy(name, upstream, listen=f"{self.listen_host}:0")
-        dial = f"{self.dial_host}:{split_address(proxy.listen)[1]}"
+        if kind == "node" and self._node_listen is not None:
+            listen = dial = self._node_listen(source, target)
+            proxy = self.client.create_proxy(name, upstream, listen=listen)
+        else:
+            proxy = self.client.create_proxy(name, upstream, listen=f"{self.listen_host}:0")
+            dial = f"{self.dial_host}:{split_address(proxy.listen)[1]}"
         link = Link(name, kind, source, target, proxy.listen, dial, upstream)
         self._links[name] = link
         return link

@@ -7,8 +7,10 @@ over links they accept (a duplex topology) the downstream of the listener's link
 the speaker too. Our nodes never do, and cutting that stream anyway would be felt:
 removing a ``timeout`` toxic closes the connections through it, so the speaker would
 see the listener's link drop at heal time. As resets, the proxy of the speaker's link
-to the listener is disabled (its connections drop, new ones are refused). Cuts
-accumulate until healed.
+to the listener is disabled (its connections drop, new ones are refused), and in a
+duplex topology the listener's link to the speaker too: a disabled proxy cannot pass
+one way of a connection, so a one-way grudge there is cut both ways. Cuts accumulate
+until healed.
 """
 
 from __future__ import annotations
@@ -88,11 +90,12 @@ class PartitionNemesis:
     def _steps(self, speaker: str, listener: str, mode: Mode) -> list[tuple[str, str | None]]:
         """(link, stream to black-hole) pairs; stream None means disable the link."""
         out = self.topology.node_link(speaker, listener).name
-        if mode == "reset":
-            return [(out, None)]
         if not self.topology.duplex:
-            return [(out, "upstream")]
-        return [(out, "upstream"), (self.topology.node_link(listener, speaker).name, "downstream")]
+            return [(out, "upstream" if mode == "black-hole" else None)]
+        back = self.topology.node_link(listener, speaker).name
+        if mode == "reset":  # a proxy is disabled whole: both ways of its connections
+            return [(out, None), (back, None)]
+        return [(out, "upstream"), (back, "downstream")]
 
     def _cut(self, link: str, stream: str | None) -> None:
         cut = self.cuts.get(link, _Cut())

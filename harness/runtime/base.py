@@ -39,6 +39,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from faults.client import ToxiproxyClient
+from faults.management import Management
 from faults.process import ProcessControl
 from faults.topology import Topology
 
@@ -94,6 +95,10 @@ class Cluster(Protocol):
 
     def mgmt_url(self, node: str) -> str:
         """``http://host:port`` of the node's management API, directly."""
+
+    def management(self, node: str, timeout: float = 5.0) -> Management:
+        """A client of the node's management API that names nodes as the harness does
+        (``n1``, whatever the broker calls them)."""
 
     def client_address(self, client_id: str, node: str) -> tuple[str, int]:
         """The ``client:<client_id>-><node>`` proxy, made on first use."""

@@ -34,6 +34,9 @@ class ClusterBase(abc.ABC):
     @abc.abstractmethod
     def mgmt_url(self, node: str) -> str: ...
 
+    def management(self, node: str, timeout: float = 5.0) -> Management:
+        return Management(self.mgmt_url(node), timeout=timeout)
+
     @abc.abstractmethod
     def _node_log(self, node: str) -> str: ...
 
@@ -85,12 +88,11 @@ class ClusterBase(abc.ABC):
         self.stop()
 
 
-def wait_formed(mgmt_urls: Mapping[str, str], timeout: float,
+def wait_formed(apis: Mapping[str, Management], timeout: float,
                 log_tail: Callable[[str], str], progress: Progress) -> None:
     """Until every node reports every node running, so a run starts on a whole
     cluster; otherwise `ClusterStartError` with what each node sees."""
-    everyone = set(mgmt_urls)
-    apis = {node: Management(url, timeout=2.0) for node, url in mgmt_urls.items()}
+    everyone = set(apis)
     deadline = time.monotonic() + timeout
     seen: dict[str, str] = {}
     while True:

@@ -152,13 +152,7 @@ class DockerRuntime:
         network = network_name(spec.run_id)
         client.networks.create(network, driver="bridge", labels=labels)
         common = {"detach": True, "network": network, "labels": labels}
-        proxy_host = _bridge_address(client.containers.run(
-            tag, ["python", "-m", "harness.cli", "toxiproxy", "serve", "--host", "0.0.0.0",
-                  "--port", str(TOXIPROXY_PORT), "--seed", str(spec.seed)],
-            name=container_name(spec.run_id, "toxiproxy"), **common), network)
-        toxiproxy = ToxiproxyClient(f"http://{proxy_host}:{TOXIPROXY_PORT}")
-        _wait_toxiproxy(client, spec, toxiproxy)
-        spec.progress(f"toxiproxy up at {toxiproxy.url}")
+        proxy_host, toxiproxy = start_toxiproxy(client, spec, tag, common)
         addresses = [NodeAddress(node, node, CLUSTER_PORT, AMQP_PORT) for node in spec.nodes]
         containers = {node: container_name(spec.run_id, node) for node in spec.nodes}
         topology = Topology.create(
@@ -201,7 +195,7 @@ class DockerRuntime:
                 spec.progress(f"node {node} answering on {host}:{port}")
         except ProcessControlError as exc:
             raise ClusterStartError(str(exc)) from exc
-        wait_formed({node: cluster.mgmt_url(node) for node in spec.nodes},
+        wait_formed({node: cluster.management(node, timeout=2.0) for node in spec.nodes},
                     spec.start_timeout, control.log_tail, spec.progress)
         return cluster
 
@@ -223,19 +217,35 @@ class ContainerProbe:
             return self.probe(address, timeout)
         try:
             container = self.client.containers.get(self.containers[host])
-            ip = _bridge_address(container, self.network)
+            ip = bridge_address(container, self.network)
         except (DockerException, ClusterStartError, KeyError):
             return False
         return self.probe(f"{ip}:{port}", timeout)
 
 
-def _bridge_address(container: Container, network: str) -> str:
+def bridge_address(container: Container, network: str) -> str:
     container.reload()
     address = container.attrs["NetworkSettings"]["Networks"][network]["IPAddress"]
     if not address:
         raise ClusterStartError(f"container {container.name} has no address on {network} "
                                 f"(status {container.status})")
     return str(address)
+
+
+def start_toxiproxy(client: DockerClient, spec: ClusterSpec, tag: str,
+                    common: Mapping[str, Any], **options: Any) -> tuple[str, ToxiproxyClient]:
+    """The run's toxiproxy container, from the node image ``tag`` (the project's own
+    server), once its API answers: its address on the run's network, and a client.
+    ``common`` holds the run's network and labels; ``options`` go to the container."""
+    network = str(common["network"])
+    proxy_host = bridge_address(client.containers.run(
+        tag, ["python", "-m", "harness.cli", "toxiproxy", "serve", "--host", "0.0.0.0",
+              "--port", str(TOXIPROXY_PORT), "--seed", str(spec.seed)],
+        name=container_name(spec.run_id, "toxiproxy"), **common, **options), network)
+    toxiproxy = ToxiproxyClient(f"http://{proxy_host}:{TOXIPROXY_PORT}")
+    _wait_toxiproxy(client, spec, toxiproxy)
+    spec.progress(f"toxiproxy up at {toxiproxy.url}")
+    return proxy_host, toxiproxy
 
 
 def _wait_toxiproxy(client: DockerClient, spec: ClusterSpec, toxiproxy: ToxiproxyClient) -> None:

@@ -37,6 +37,7 @@ from faults.client import (
     find_toxiproxy,
 )
 from faults.lazyfs import fuse_unavailable, unmount_under
+from faults.management import Management
 from faults.ports import free_port
 from faults.process import LocalProcesses, ProcessState
 from faults.topology import NodeAddress, Topology
@@ -198,7 +199,8 @@ class ProcessRuntime:
                 raise ClusterStartError(str(error)) from error
             # Together: each node answers only once it has heard from its peers.
             spec.progress(f"nodes {', '.join(processes)} answering")
-            wait_formed({name: p.mgmt_url for name, p in processes.items()},
+            wait_formed({name: Management(p.mgmt_url, timeout=2.0)
+                         for name, p in processes.items()},
                         spec.start_timeout, lambda node: processes[node].log_tail(),
                         spec.progress)
         except BaseException:

@@ -199,6 +199,29 @@ def test_a_duplex_topology_also_cuts_what_the_listener_sends_back(
             server.server_close()
 
 
+def test_a_duplex_reset_disables_both_links_of_the_pair(threaded: ServerThread) -> None:
+    # A disabled proxy drops its connections both ways: b's link to a carries a's
+    # bytes too, so a one-way reset from a to b must close it as well.
+    servers = {name: Greeter(name) for name in ("a", "b")}
+    client = ToxiproxyClient(threaded.server.url)
+    nodes = [NodeAddress(name, "127.0.0.1", s.port, s.port) for name, s in servers.items()]
+    topology = Topology.create(client, nodes, duplex=True)
+    try:
+        nemesis = PartitionNemesis(client, topology, random.Random(1), mode="reset")
+        result = nemesis.invoke(Op("partition", {"kind": "one-way", "from": "a", "to": "b"}))
+        assert result.value["links"] == ["link:a->b", "link:b->a"]
+        for link in topology.node_links:
+            with pytest.raises(ConnectionRefusedError):
+                exchange(link.address, b"hi")
+        assert nemesis.invoke(Op("heal")).type == "ok"
+        assert exchange(topology.node_link("b", "a").address, b"again") == b"hello from a"
+    finally:
+        topology.teardown()
+        for server in servers.values():
+            server.shutdown()
+            server.server_close()
+
+
 def test_links_to_a_node_that_died_are_undone_and_verified_once_it_runs(
     cluster: LiveCluster,
 ) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from faults.client import AlreadyExists, ReplyProbe, ToxiproxyClient, split_address
 from faults.management import Management
+from faults.ports import free_port
 from faults.topology import NodeAddress, Topology
 from tests.faults.cluster_support import running_cluster, wait_until
 from tests.faults.toxiproxy_support import ServerThread
@@ -86,3 +87,30 @@ def test_proxies_bound_on_every_interface_are_dialled_at_the_dial_host(
     finally:
         topology.teardown()
     assert client.proxies() == {}
+
+
+def test_node_links_at_fixed_addresses_listen_and_are_dialled_there(
+    threaded: ServerThread,
+) -> None:
+    # As for Erlang distribution: each directed link at an address of its own, all on
+    # one port, which is what the source dials (its name for the target resolves there).
+    client = ToxiproxyClient(threaded.server.url)
+    echo_port = split_address(threaded.echo.address)[1]
+    nodes = [NodeAddress(name, "127.0.0.1", echo_port, echo_port) for name in ("a", "b")]
+    fixed = {("a", "b"): "127.0.31.1", ("b", "a"): "127.0.31.2"}
+    port = free_port("127.0.31.1")
+    echo = ReplyProbe(b"ping", expect=b"ping")
+    topology = Topology.create(client, nodes, node_probe=echo, client_probe=echo,
+                               node_listen=lambda s, t: f"{fixed[s, t]}:{port}",
+                               clients=[("c", "a")])
+    try:
+        for (source, target), host in fixed.items():
+            link = topology.link(f"link:{source}->{target}")
+            assert link.listen == link.address == f"{host}:{port}"
+            assert topology.probe(link)
+        client_link = topology.link("client:c->a")
+        assert split_address(client_link.listen)[0] == "127.0.0.1"  # not fixed
+        assert split_address(client_link.address)[1] != port
+        assert topology.probe(client_link)
+    finally:
+        topology.teardown()
