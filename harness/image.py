@@ -50,6 +50,10 @@ from harness.runtime import ledger
 SUITE = "bookworm"
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "procps", "iproute2")
 BASE_REPOSITORY = "mirrorchaos-base"
+# RabbitMQ 3.10 (Debian bookworm's, on its Erlang 25) for the ``rabbitmq`` target:
+# the root file system is the whole image, its nodes' files come in as bind mounts.
+RABBITMQ_PACKAGES = ("rabbitmq-server",)
+RABBITMQ_REPOSITORY = "mirrorchaos-rabbitmq"
 NODE_REPOSITORY = "mirrorchaos-node"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # pip builds the project's wheel in PROJECT_ROOT/build; builds take turns on this lock.
@@ -150,9 +154,23 @@ def _image_size(client: DockerClient, tag: str) -> str:
 
 
 def base_image(client: DockerClient, *, progress: Callable[[str], None]) -> str:
-    """The mmdebstrap base image, built once per suite and package list."""
-    recipe = f"{SUITE} {' '.join(BASE_PACKAGES)}".encode()
-    tag = f"{BASE_REPOSITORY}:{hashlib.sha256(recipe).hexdigest()[:16]}"
+    """The mmdebstrap base image of the node image, built once per suite and package list."""
+    return rootfs_image(client, BASE_PACKAGES, BASE_REPOSITORY, progress=progress)
+
+
+def rabbitmq_image(client: DockerClient, *, progress: Callable[[str], None]) -> str:
+    """Debian's RabbitMQ in an mmdebstrap root file system, built once (taking turns
+    with the node image's builds, as those do)."""
+    with _one_build_at_a_time(progress):
+        return rootfs_image(client, RABBITMQ_PACKAGES, RABBITMQ_REPOSITORY, progress=progress)
+
+
+def rootfs_image(client: DockerClient, packages: tuple[str, ...], repository: str, *,
+                 progress: Callable[[str], None]) -> str:
+    """A Debian root file system with ``packages``, made by mmdebstrap and imported,
+    tagged by a hash of the suite and the package list."""
+    recipe = f"{SUITE} {' '.join(packages)}".encode()
+    tag = f"{repository}:{hashlib.sha256(recipe).hexdigest()[:16]}"
     if _exists(client, tag):
         progress(f"found cached image {tag}")
         return tag
@@ -163,16 +181,16 @@ def base_image(client: DockerClient, *, progress: Callable[[str], None]) -> str:
         )
     with _scratch("rootfs") as scratch:
         rootfs = scratch / "rootfs.tar"
-        step = _Step(progress, f"building the base root file system with mmdebstrap "
-                               f"(Debian {SUITE}, {' '.join(BASE_PACKAGES)}; a minute or more)")
+        step = _Step(progress, f"building a root file system with mmdebstrap "
+                               f"(Debian {SUITE}, {' '.join(packages)}; a minute or more)")
         _run("mmdebstrap", ["mmdebstrap", "--variant=apt",
-                            f"--include={','.join(BASE_PACKAGES)}", SUITE, str(rootfs)],
+                            f"--include={','.join(packages)}", SUITE, str(rootfs)],
              scratch, echo=progress)
         step.done(f"root fs tarball {_megabytes(rootfs.stat().st_size)}")
         step = _Step(progress, f"docker import of the root file system as {tag}")
-        repository, _, version = tag.partition(":")
+        repo, _, version = tag.partition(":")
         with rootfs.open("rb") as source:
-            client.api.import_image(src=source, repository=repository, tag=version)
+            client.api.import_image(src=source, repository=repo, tag=version)
     if not _exists(client, tag):
         raise ImageBuildError(f"docker import of the root file system did not create {tag}")
     step.done(f"image {_image_size(client, tag)}")

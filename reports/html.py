@@ -90,6 +90,7 @@ def render_html(report: RunReport) -> str:
         f"<p>scenario <b>{escape(str(results.get('scenario')))}</b>, seed "
         f"{escape(str(results.get('seed')))}"
         + (f", runtime {escape(str(results['runtime']))}" if results.get("runtime") else "")
+        + (f", target {escape(str(results['target']))}" if results.get("target") else "")
         + "</p>",
     ]
     if results.get("error"):

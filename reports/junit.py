@@ -42,7 +42,7 @@ def junit_element(results: Mapping[str, Any]) -> ET.Element:
                        errors=str(sum(1 for c in checkers if c.get("valid") == "unknown")),
                        skipped="0")
     properties = ET.SubElement(suite, "properties")
-    for key in ("run_id", "scenario", "seed", "runtime", "valid"):
+    for key in ("run_id", "scenario", "seed", "runtime", "target", "valid"):
         if results.get(key) is not None:
             ET.SubElement(properties, "property", name=key, value=str(results[key]))
     for checker in checkers:

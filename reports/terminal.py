@@ -73,6 +73,8 @@ def _verdict(results: dict[str, Any]) -> RenderableType:
                          f"  run {results.get('run_id')}  seed {results.get('seed')}")
     if results.get("runtime"):
         line.append(f"  runtime {results['runtime']}")
+    if results.get("target"):
+        line.append(f"  target {results['target']}")
     rows: list[RenderableType] = [line]
     if results.get("error"):
         rows.append(Text(f"why unknown: {results['error']}", style="yellow"))

@@ -24,7 +24,9 @@ def results_json(result: Result, header: Header) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "format": RESULTS_FORMAT, "version": RESULTS_VERSION, "run_id": header.run_id,
         "scenario": header.scenario, "seed": header.seed,
-        "runtime": header.config.get("runtime"), "valid": result.valid,
+        "runtime": header.config.get("runtime"),
+        # histories from before the rabbitmq target ran our own nodes
+        "target": header.config.get("target", "mirrorchaos"), "valid": result.valid,
         "counts": counts,
         "violations": [a.to_json(t0) for a in result.violations],
         "caveats": [a.to_json(t0) for a in result.caveats],

@@ -13,7 +13,14 @@ from rich.console import Console
 
 import reports
 from harness.checker import EXIT_BAD_INPUT
-from harness.run.orchestrate import RunOptions, RunOutcome, RunStatus, run_scenario
+from harness.run.orchestrate import (
+    TARGET_RUNTIMES,
+    RunOptions,
+    RunOutcome,
+    RunStatus,
+    effective_scenario,
+    run_scenario,
+)
 from harness.scenarios import SCENARIOS, ScenarioError, find_scenario
 
 SubParsers = argparse._SubParsersAction
@@ -33,6 +40,9 @@ def add_run(sub: SubParsers) -> None:
                    help="a built-in name (see `mirrorchaos scenarios`) or a TOML file")
     p.add_argument("--runtime", choices=("process", "docker"), default=None,
                    help="where the nodes run (default: the scenario's)")
+    p.add_argument("--target", choices=("mirrorchaos", "rabbitmq"), default=None,
+                   help="the broker: our own nodes, or real RabbitMQ 3.10 (docker runtime "
+                        "only; default: the scenario's)")
     p.add_argument("--seed", type=_int, default=None, help="root seed (default: drawn)")
     p.add_argument("--time-limit", type=_positive_float, default=None, metavar="S",
                    help="seconds of workload before the drain (warm-up, faults, recovery)")
@@ -62,10 +72,15 @@ def run_command(args: argparse.Namespace) -> int:
     err = Console(stderr=True, highlight=False)
     try:
         scenario = find_scenario(args.scenario)
-        options = RunOptions(runtime=args.runtime, seed=args.seed, time_limit=args.time_limit,
+        options = RunOptions(runtime=args.runtime, target=args.target, seed=args.seed,
+                             time_limit=args.time_limit,
                              nodes=args.nodes, store=args.store)
         if options.nodes is not None:
             _check_nodes(scenario.nemesis.package, options.nodes)
+        chosen = effective_scenario(scenario, options)
+        if chosen.runtime not in TARGET_RUNTIMES[chosen.target]:
+            raise ScenarioError(f"--target {chosen.target}", None, "--runtime " + " or ".join(
+                TARGET_RUNTIMES[chosen.target]), chosen.runtime)
     except ScenarioError as exc:
         err.print(f"mirrorchaos run: bad scenario: {exc}", markup=False)
         return EXIT_BAD_INPUT

@@ -70,6 +70,7 @@ class HarnessError(RuntimeError):
 @dataclass(frozen=True)
 class RunOptions:
     runtime: str | None = None  # None: the scenario's
+    target: str | None = None  # None: the scenario's
     seed: int | None = None  # None: the scenario's, else drawn
     time_limit: float | None = None  # seconds of workload before the drain
     nodes: int | None = None
@@ -142,6 +143,8 @@ def effective_scenario(scenario: Scenario, options: RunOptions) -> Scenario:
         changes["nodes"] = options.nodes
     if options.runtime is not None:
         changes["runtime"] = options.runtime
+    if options.target is not None:
+        changes["target"] = options.target
     phases = scenario.phases
     if options.time_limit is not None:
         rest = phases.warmup + phases.recovery
@@ -188,7 +191,7 @@ def history_config(scenario: Scenario, members: dict[str, list[str]]) -> dict[st
     w = scenario.workload
     return {
         "nodes": scenario.node_names, "partition_handling": scenario.partition_handling,
-        "persistent": w.persistent, "runtime": scenario.runtime,
+        "persistent": w.persistent, "runtime": scenario.runtime, "target": scenario.target,
         "queues": {q: {"members": m, "durable": w.durable, "policy": dict(scenario.policy)}
                    for q, m in members.items()},
         "workload": dataclasses.asdict(w), "nemesis": dataclasses.asdict(scenario.nemesis),
@@ -196,10 +199,21 @@ def history_config(scenario: Scenario, members: dict[str, list[str]]) -> dict[st
     }
 
 
-def make_runtime(name: str, *, loses_power: bool = False) -> Runtime:
+# The runtimes each broker can run in: RabbitMQ only in containers (its nodes find
+# each other by host name, which only a network of their own gives them).
+TARGET_RUNTIMES = {"mirrorchaos": ("process", "docker"), "rabbitmq": ("docker",)}
+
+
+def make_runtime(name: str, *, target: str = "mirrorchaos", loses_power: bool = False) -> Runtime:
     """``loses_power``: the scenario can lose unsynced writes, so local nodes keep their
     data on lazyfs where FUSE works."""
     # cast: the runtimes' ``__enter__`` is typed as their base class, not as `Cluster`.
+    if name not in TARGET_RUNTIMES[target]:
+        raise HarnessError(f"the {target} target runs in {' or '.join(TARGET_RUNTIMES[target])}, "
+                           f"not {name}")
+    if target == "rabbitmq":
+        from harness.runtime.rabbitmq import RabbitMQRuntime
+        return cast(Runtime, RabbitMQRuntime())
     if name == "process":
         from harness.runtime.process import ProcessRuntime
         return cast(Runtime, ProcessRuntime(lazyfs=None if loses_power else False))
@@ -236,7 +250,7 @@ class ScenarioRun:
         write_json(self.run_dir / "config.json", {
             "run_id": self.run_id, "scenario": dataclasses.asdict(self.scenario),
             "seed": self.seed, "seeds": seeds, "runtime": self.scenario.runtime,
-            "started": time.time(), "history": config})
+            "target": self.scenario.target, "started": time.time(), "history": config})
         writer = HistoryWriter(self.run_dir / "history.jsonl", run_id=self.run_id,
                                scenario=self.scenario.name, seed=self.seed, config=config)
         recorder = self.status.recorder = Recorder(writer)
@@ -273,8 +287,7 @@ class ScenarioRun:
         steps = plan_steps(s, seeds["nemesis"], [link.name for link in
                                                  cluster.topology.node_links],
                            [link.name for link in cluster.topology.client_links])
-        management = self.management = {n: Management(cluster.mgmt_url(n))
-                                         for n in s.node_names}
+        management = self.management = {n: cluster.management(n) for n in s.node_names}
         faults = combined_nemesis(seeds["nemesis"], control=cluster.process_control(),
                                   view=ManagementView(management), client=cluster.toxiproxy,
                                   topology=cluster.topology, management=management)
@@ -401,7 +414,7 @@ class ScenarioRun:
         policies = {POLICY_NAME: body, **decoy_policies(self.scenario)}
         # On every node: until the cluster replicates metadata, each holds its own.
         for node in self.scenario.node_names:
-            management = Management(cluster.mgmt_url(node))
+            management = cluster.management(node)
             for name, policy in policies.items():
                 management.put_policy("/", name, policy)
 
@@ -506,7 +519,7 @@ class ScenarioRun:
             return RunOutcome(self.run_dir, code, results)
         # The harness failed: the verdict can be no better than unknown.
         doc = results or {"scenario": self.scenario.name, "seed": self.seed,
-                          "runtime": self.scenario.runtime}
+                          "runtime": self.scenario.runtime, "target": self.scenario.target}
         if doc.get("valid") is True:
             doc["valid"] = "unknown"
         doc["harness_error"] = error
@@ -518,7 +531,8 @@ def run_scenario(scenario: Scenario, options: RunOptions,
                  on_start: Callable[[RunStatus], None] = lambda _: None) -> RunOutcome:
     scenario = effective_scenario(scenario, options)
     seed = root_seed(scenario, options)
-    runtime = make_runtime(scenario.runtime, loses_power=scenario.loses_power)
+    runtime = make_runtime(scenario.runtime, target=scenario.target,
+                           loses_power=scenario.loses_power)
     run_dir = new_run_dir(options.store, scenario.name, seed)
     return ScenarioRun(scenario, seed, run_dir, runtime).execute(on_start)
 

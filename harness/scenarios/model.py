@@ -13,6 +13,8 @@ PACKAGES = ("none", "kill", "stop", "pause", "power-loss", "restart", "rolling-r
             "partition", "degrade", "policy", "sequence", "combined")
 PartitionHandling = Literal["ignore", "pause_minority", "autoheal"]
 RuntimeName = Literal["process", "docker"]
+# The broker the cluster runs: our own nodes, or real RabbitMQ (Docker only).
+TargetName = Literal["mirrorchaos", "rabbitmq"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class Scenario:
     nemesis: NemesisSpec = field(default_factory=NemesisSpec)
     phases: Phases = field(default_factory=Phases)
     runtime: RuntimeName = "process"
+    target: TargetName = "mirrorchaos"
     seed: int | None = None  # None: drawn at run time (and printed)
     tick: float = 0.5  # node heartbeat seconds; a peer is down after 4 missed ticks
     node_args: tuple[str, ...] = ()  # appended to every node's command line
