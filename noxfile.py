@@ -110,6 +110,32 @@ def _docker_answers() -> bool:
     return done.returncode == 0
 
 
+# The scenarios `./dev -s rabbitmq` runs on both brokers.
+RABBITMQ_SCENARIOS = ("smoke", "confirms-survive-kill", "consume-survives-kill",
+                      "promote-on-failure-when-synced", "partition-isolate-master",
+                      "partition-halves")
+
+
+@nox.session
+def rabbitmq(session: nox.Session) -> None:
+    """Real RabbitMQ 3.10 as a second target (needs Docker; its image is built offline
+    on first use): the rabbitmq tests, then `mirrorchaos compare` of RABBITMQ_SCENARIOS
+    on our broker and on RabbitMQ with one seed, in containers, ending with the table
+    side by side. Fails when a run has no verdict or our broker's is not valid;
+    RabbitMQ's verdicts are findings, listed with their reasons. Arguments after `--`
+    go to `mirrorchaos compare` (e.g. `--seed 2`)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "-m", "rabbitmq", "-q", "tests/runtime/test_rabbitmq_runtime.py")
+    store = Path(session.create_tmp()) / "store"
+    session.run("mirrorchaos", "compare", *RABBITMQ_SCENARIOS, "--seed", "1",
+                "--runtime", "docker", "--store", str(store), *session.posargs)
+    doc = json.loads((store / "compare/latest/compare.json").read_text(encoding="utf-8"))
+    ours = [f"{row['scenario']}: {row['runs']['mirrorchaos']['verdict']}"
+            for row in doc["rows"] if row["runs"]["mirrorchaos"]["valid"] is not True]
+    if ours:
+        session.error("our broker is not valid in: " + "; ".join(ours))
+
+
 @nox.session
 def bench(session: nox.Session) -> None:
     """`mirrorchaos bench` against the URLs given after `--`."""

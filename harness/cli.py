@@ -18,6 +18,7 @@ from harness.runtime.process import stop_recorded
 from harness.shrink.command import add_shrink
 from harness.shrink.replay import ClosingExecute
 from reports.command import add_report_parser
+from reports.compare import add_compare
 from reports.power.command import add_power
 from reports.soak.command import add_soak
 
@@ -345,6 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_cluster_command(sub)
     add_run(sub)
     add_scenarios(sub)
+    add_compare(sub)
     add_soak(sub)
     add_power(sub)
     add_shrink(sub, on_spark=_spark_replays)
