@@ -10,6 +10,7 @@ fault, like a malformed line.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from harness.checker.ledger import (
@@ -61,10 +62,28 @@ class Run:
             "connect": timeline.connect, "disconnect": timeline.disconnect,
             "drain": timeline.drain, "fault-start": timeline.fault_start,
             "fault-end": timeline.fault_end, "declare": self._churn, "delete": self._churn,
-            "purge": timeline.purge,
+            "purge": timeline.purge, "members": self._members,
         }
         table.update((op, timeline.node_report) for op in NODE_OPS)
         return table
+
+    def _members(self, ev: Event) -> None:
+        """A queue's join order as the harness read it from a broker that chose it
+        itself (RabbitMQ starts a new queue's mirrors at once): it takes the header's
+        place, for the same master and members, if no fault has started yet."""
+        assert ev.queue is not None
+        config = self.header.queue(ev.queue)
+        order = tuple(ev.get("members"))
+        if self.timeline.faults():
+            raise InconsistentHistory(self.source, ev.line, "members",
+                                      "a join order read before any fault started", order)
+        if order[0] != config.members[0] or sorted(order) != sorted(config.members):
+            raise InconsistentHistory(
+                self.source, ev.line, "members",
+                f"the header's members of {ev.queue}, its master {config.members[0]} first, "
+                f"in some order: {list(config.members)}", list(order))
+        queues = {**self.header.queues, ev.queue: dataclasses.replace(config, members=order)}
+        self.header = dataclasses.replace(self.header, queues=queues)
 
     def _churn(self, ev: Event) -> None:
         assert ev.queue is not None

@@ -48,6 +48,7 @@ class Parser:
             "drain": self._plain, "cluster-state": self._cluster_state,
             "declare": self._with_queue, "delete": self._with_queue,
             "purge": self._with_queue, "fault-start": self._fault, "fault-end": self._fault,
+            "members": self._members,
         }
         specific.update((op, self._node_op) for op in NODE_OPS)
         assert specific.keys() == OPS
@@ -240,6 +241,11 @@ class Parser:
         if ev.type == "ok" and not isinstance(obj.get("queues"), dict):
             raise self.fail(line, "queues", "an object: queue name -> what the node reports",
                             obj.get("queues"))
+
+    def _members(self, ev: Event, obj: Mapping[str, Any], line: int) -> None:
+        if ev.queue is None:
+            raise self._no_queue(ev, line)
+        self._names(obj.get("members"), "members", line, allow_empty=False)
 
     def _node_op(self, ev: Event, obj: Mapping[str, Any], line: int) -> None:
         if ev.type != "info":

@@ -61,6 +61,7 @@ REJOIN_SECONDS = 30.0
 # an ack on a connection that closed at once may have been lost with it.
 ACK_GRACE_SECONDS = 2.5
 DRAIN_REPORT_SECONDS = 5.0  # how often a drain tells how far it got
+JOIN_ORDER_SECONDS = 30.0  # for a new queue's mirrors to be listed (rabbitmq target)
 
 
 class HarnessError(RuntimeError):
@@ -302,6 +303,8 @@ class ScenarioRun:
         s, phases = self.scenario, self.scenario.phases
         homes = {q: m[0] for q, m in self.members.items()}
         await self._declare(cluster, homes)
+        if s.target == "rabbitmq":
+            await asyncio.to_thread(self._record_join_order, recorder)
 
         async def client_address(client_id: str, node: str) -> tuple[str, int]:
             return cluster.client_address(client_id, node)  # made during setup: no I/O
@@ -430,6 +433,27 @@ class ScenarioRun:
                     exchange = await channel.declare_exchange(
                         w.exchange, aio_pika.ExchangeType.DIRECT, durable=True)
                     await declared.bind(exchange, routing_key=queue)
+
+    def _record_join_order(self, recorder: Recorder) -> None:
+        """RabbitMQ starts a new queue's mirrors all at once and they join in the order
+        they get there, not in the node order the header assumes: once the master lists
+        every mirror (``slave_nodes``, eldest first), that order goes in the history as
+        a ``members`` line, before any fault."""
+        for queue, members in self.members.items():
+            master = members[0]
+            deadline = time.monotonic() + JOIN_ORDER_SECONDS
+            while True:
+                info = self.management[master].call(
+                    "GET", f"/api/queues/%2F/{quote(queue, safe='')}")
+                mirrors = [str(n) for n in info.get("slave_nodes") or []]
+                if info.get("node") == master and sorted(mirrors) == sorted(members[1:]):
+                    break
+                if time.monotonic() >= deadline:
+                    raise HarnessError(
+                        f"{queue}: {master} did not list it on {', '.join(members)} within "
+                        f"{JOIN_ORDER_SECONDS:g}s (master {info.get('node')}, mirrors {mirrors})")
+                time.sleep(0.2)
+            recorder.record("harness", "members", "ok", queue=queue, members=[master, *mirrors])
 
     # -- where queues are ------------------------------------------------------------
 

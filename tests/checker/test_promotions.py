@@ -3,7 +3,9 @@ the reports the replay cannot judge."""
 
 from __future__ import annotations
 
-from harness.history import HistoryBuilder
+import pytest
+
+from harness.history import HistoryBuilder, InconsistentHistory
 from tests.checker.histories import builder, part, run, violated
 
 
@@ -126,3 +128,28 @@ def test_a_churned_queues_promotion_is_not_judged() -> None:
     b.at(8.0).node_event("promotion", "n3", queue="churn.k1.1", node="n3")
     b.at(9.0).drain()
     assert part(run(b), "wrong-promotion").valid is False
+
+
+def _members(b: HistoryBuilder, *order: str) -> HistoryBuilder:
+    b.add("harness", "members", "ok", queue="q", members=list(order))
+    return b
+
+
+def test_a_join_order_read_from_the_broker_decides_the_eldest_mirror() -> None:
+    # RabbitMQ starts a new queue's mirrors at once: n3 may join before n2.
+    b = _members(builder(), "n1", "n3", "n2")
+    assert run(_reported(_master_killed_at_5(b), "n3")).valid is True
+    b = _members(builder(), "n1", "n3", "n2")
+    assert violated(run(_reported(_master_killed_at_5(b), "n2")), "wrong-promotion") == ["n2"]
+
+
+def test_a_join_order_must_name_the_header_members_before_any_fault() -> None:
+    late = builder()
+    late.fault("latency", ["n2"])
+    _members(late, "n1", "n3", "n2")
+    other_master = _members(builder(), "n2", "n1", "n3")
+    missing = _members(builder(), "n1", "n3")
+    for b, why in ((late, "before any fault"), (other_master, "its master n1 first"),
+                   (missing, "its master n1 first")):
+        with pytest.raises(InconsistentHistory, match=why):
+            run(_reported(_master_killed_at_5(b), "n3"))
