@@ -155,20 +155,21 @@ def _image_size(client: DockerClient, tag: str) -> str:
 
 def base_image(client: DockerClient, *, progress: Callable[[str], None]) -> str:
     """The mmdebstrap base image of the node image, built once per suite and package list."""
-    return rootfs_image(client, BASE_PACKAGES, BASE_REPOSITORY, progress=progress)
+    return rootfs_image(client, BASE_PACKAGES, BASE_REPOSITORY, "base", progress=progress)
 
 
 def rabbitmq_image(client: DockerClient, *, progress: Callable[[str], None]) -> str:
     """Debian's RabbitMQ in an mmdebstrap root file system, built once (taking turns
     with the node image's builds, as those do)."""
     with _one_build_at_a_time(progress):
-        return rootfs_image(client, RABBITMQ_PACKAGES, RABBITMQ_REPOSITORY, progress=progress)
+        return rootfs_image(client, RABBITMQ_PACKAGES, RABBITMQ_REPOSITORY, "RabbitMQ",
+                            progress=progress)
 
 
-def rootfs_image(client: DockerClient, packages: tuple[str, ...], repository: str, *,
-                 progress: Callable[[str], None]) -> str:
-    """A Debian root file system with ``packages``, made by mmdebstrap and imported,
-    tagged by a hash of the suite and the package list."""
+def rootfs_image(client: DockerClient, packages: tuple[str, ...], repository: str, what: str,
+                 *, progress: Callable[[str], None]) -> str:
+    """A Debian root file system with ``packages`` (``what`` names it to the user), made
+    by mmdebstrap and imported, tagged by a hash of the suite and the package list."""
     recipe = f"{SUITE} {' '.join(packages)}".encode()
     tag = f"{repository}:{hashlib.sha256(recipe).hexdigest()[:16]}"
     if _exists(client, tag):
@@ -181,7 +182,7 @@ def rootfs_image(client: DockerClient, packages: tuple[str, ...], repository: st
         )
     with _scratch("rootfs") as scratch:
         rootfs = scratch / "rootfs.tar"
-        step = _Step(progress, f"building a root file system with mmdebstrap "
+        step = _Step(progress, f"building the {what} root file system with mmdebstrap "
                                f"(Debian {SUITE}, {' '.join(packages)}; a minute or more)")
         _run("mmdebstrap", ["mmdebstrap", "--variant=apt",
                             f"--include={','.join(packages)}", SUITE, str(rootfs)],
