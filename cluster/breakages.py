@@ -17,7 +17,7 @@ VIOLATION_KINDS = frozenset({
     "cancel-unexpected", "stalled", "overtaken", "split-brain", "disagreement",
     "wrong-promotion", "undeleted", "under-replicated", "over-replicated",
     "node-unavailable", "autoheal-wrong-side", "unanswered", "unexpected", "over-prefetch",
-    "corrupted",
+    "corrupted", "unreturned",
 })
 
 
@@ -229,6 +229,10 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "on it, unavailable, instead of promoting their eldest mirror", ("disagreement",),
              "a master forgotten while no mirror is synchronised, then the cluster asked "
              "before it starts again"),
+    Breakage("mandatory-ignored",
+             "a mandatory publish that no queue takes is dropped and confirmed without a "
+             "basic.return", ("unreturned",),
+             "a mandatory publish to a routing key no queue has"),
 )}
 
 
@@ -282,6 +286,7 @@ class Breaks:
     sync_drops_properties: bool = False
     stale_proof_of_life: bool = False
     forget_no_promotion: bool = False
+    mandatory_ignored: bool = False
 
     @classmethod
     def of(cls, names: list[str] | tuple[str, ...]) -> Breaks:

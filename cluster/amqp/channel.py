@@ -288,7 +288,7 @@ class Channel:
                 assert isinstance(queue, Queue)
                 lsn = max(lsn, queue.enqueue(message))
             queue.dispatch()
-        if not queues and publish.mandatory:
+        if not queues and publish.mandatory and not self.broker.config.breaks.mandatory_ignored:
             self._send_content(
                 framing.return_frame(
                     self.id, 312, "NO_ROUTE", publish.exchange, publish.routing_key

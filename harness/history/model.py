@@ -24,7 +24,7 @@ PARTITION_HANDLING = frozenset({"ignore", "pause_minority", "autoheal"})
 CLIENT_OPS = frozenset({
     "publish", "confirm", "deliver", "get", "ack", "nack", "reject", "recover",
     "consume", "cancel", "connect", "disconnect", "drain", "cluster-state", "declare",
-    "delete", "purge", "members",
+    "delete", "purge", "members", "unroutable",
 })
 FAULT_OPS = frozenset({"fault-start", "fault-end"})
 # Reported by broker nodes (their events.jsonl), merged into the history by time.

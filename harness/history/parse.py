@@ -48,7 +48,7 @@ class Parser:
             "drain": self._plain, "cluster-state": self._cluster_state,
             "declare": self._with_queue, "delete": self._with_queue,
             "purge": self._with_queue, "fault-start": self._fault, "fault-end": self._fault,
-            "members": self._members,
+            "members": self._members, "unroutable": self._unroutable,
         }
         specific.update((op, self._node_op) for op in NODE_OPS)
         assert specific.keys() == OPS
@@ -246,6 +246,12 @@ class Parser:
         if ev.queue is None:
             raise self._no_queue(ev, line)
         self._names(obj.get("members"), "members", line, allow_empty=False)
+
+    def _unroutable(self, ev: Event, obj: Mapping[str, Any], line: int) -> None:
+        self._str(obj, "probe", line)
+        if ev.type == "ok" and type(obj.get("returned")) is not bool:
+            raise self.fail(line, "returned", "true or false (did basic.return bring it back)",
+                            obj.get("returned"))
 
     def _node_op(self, ev: Event, obj: Mapping[str, Any], line: int) -> None:
         if ev.type != "info":

@@ -62,8 +62,8 @@ _REPLICAS = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers
 # the publishers, so each holds its whole prefetch when the master dies.
 _CONTENT = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers=3,
                         tx_publishers=1, consumers=2, getters=1, rate=20.0, prefetch=5,
-                        ack_delay=0.2, large_every=10, client_nodes="spread",
-                        reconnect="next")
+                        ack_delay=0.2, large_every=10, unroutable_every=10,
+                        client_nodes="spread", reconnect="next")
 # No-ack consumers beside a manual-ack one, in a scenario of their own: the
 # no-ack-in-flight caveat excuses any loss from their queue once one of them or the
 # master breaks, which in another scenario would hide the losses other bugs cause.
@@ -376,7 +376,8 @@ DETECTION: tuple[Scenario, ...] = (
              phases=Phases(warmup=3.0, faults=22.0, recovery=6.0, promotion_drain=True)),
     Scenario("gauntlet-content", "what a message holds, on every path a copy takes: "
              "every tenth body in two frames, every message's id, header and delivery "
-             "mode checked on delivery; a mirror restarted and synchronised, the master "
+             "mode checked on delivery, a mandatory publish no queue takes after every "
+             "tenth, which must come back; a mirror restarted and synchronised, the master "
              "killed twice with syncs between (promoted mirrors fed by syncs), every node "
              "stopped and booted from disk; then a drain by promotion",
              policy={"ha-mode": "all", "ha-sync-mode": "manual"}, workload=_CONTENT,

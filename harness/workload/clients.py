@@ -17,7 +17,7 @@ import contextlib
 import itertools
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -30,11 +30,11 @@ from aio_pika.abc import (
     AbstractQueue,
 )
 from aio_pika.exceptions import AMQPError, ChannelInvalidStateError, DeliveryError
-from aiormq.abc import FieldTable
+from aiormq.abc import DeliveredMessage, FieldTable
 
 from harness.workload import content
 from harness.workload.recorder import Recorder
-from harness.workload.spec import CHURN_PREFIX, WorkloadSpec
+from harness.workload.spec import CHURN_PREFIX, UNROUTABLE_KEY, WorkloadSpec
 
 # What a real client raises when the broker or the network misbehaves; anything else
 # is a bug of ours and ends the run.
@@ -226,15 +226,40 @@ class Publisher(Client):
                 if not self.running():
                     self.window.release()
                     break
-                msg = f"{self.id}-{next(self.seq)}"
+                seq = next(self.seq)
+                msg = f"{self.id}-{seq}"
                 self.record("publish", "invoke", msg=msg, queue=self.queue,
                             **content.publish_fields(msg, self.spec))
-                task = asyncio.create_task(self._publish(exchange, msg))
-                self.pending.add(task)
-                task.add_done_callback(self.pending.discard)
+                self._spawn(self._publish(exchange, msg))
+                every = self.spec.unroutable_every
+                if every and seq % every == 0:
+                    probe = f"{self.id}-u{seq // every}"
+                    self.record("unroutable", "invoke", probe=probe, key=UNROUTABLE_KEY)
+                    self._spawn(self._probe(exchange, probe))
         finally:
             # Outstanding confirms end as ok, fail or info before the session does.
             await asyncio.gather(*self.pending)
+
+    def _spawn(self, publish: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(publish)
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
+
+    async def _probe(self, exchange: AbstractExchange, probe: str) -> None:
+        """A mandatory publish no queue can take: ``unroutable ok`` says whether it came
+        back (basic.return) before its confirm. The client library matches a return to
+        its publish by message id."""
+        try:
+            answer = await answer_of(exchange.publish(
+                aio_pika.Message(probe.encode(), message_id=probe), routing_key=UNROUTABLE_KEY,
+                mandatory=True, timeout=self.spec.confirm_timeout))
+        except DeliveryError as exc:
+            self.record("unroutable", "fail", probe=probe, error=_describe(exc))
+        except CLIENT_ERRORS as exc:
+            self.record("unroutable", "info", probe=probe, error=_describe(exc))
+        else:
+            self.record("unroutable", "ok", probe=probe,
+                        returned=isinstance(answer, DeliveredMessage))
 
     async def _publish(self, exchange: AbstractExchange, msg: str) -> None:
         try:

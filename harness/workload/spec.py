@@ -9,6 +9,7 @@ ClientNodes = Literal["master", "spread"]
 Reconnect = Literal["same", "next"]
 PUBLISHING = ("publisher", "tx-publisher")  # the client kinds that publish
 CHURN_PREFIX = "churn."  # the queues churners declare and delete
+UNROUTABLE_KEY = "mirrorchaos.unroutable"  # no queue or binding ever has this name
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,10 @@ class WorkloadSpec:
     # is set: held in memory only, by the master and its mirrors, and confirmed once
     # every replica has it all the same.
     transient_every: int = 0
+    # After every N-th message (0: none) each publisher also publishes a mandatory probe
+    # that no queue can take (routing key `UNROUTABLE_KEY`): the broker must return it
+    # (basic.return) before its confirm, whatever the faults.
+    unroutable_every: int = 0
     prefetch: int = 20
     # Seconds a consumer holds each delivery before acking it: messages are in flight
     # (unacknowledged) when a fault strikes, so failovers requeue and redeliver them.

@@ -42,7 +42,8 @@ def test_a_healthy_history_is_valid_with_every_checker_agreeing() -> None:
     result = _healthy()
     assert result.valid is True
     assert [p.checker for p in result.parts] == [
-        "history", "lost", "lost-unacked", "unexpected", "corrupted", "duplicated",
+        "history", "lost", "lost-unacked", "unexpected", "corrupted", "unreturned",
+        "duplicated",
         "resurrected", "recovered", "unanswered", "ordering", "overtaken", "cancel-missing",
         "cancel-unexpected", "stalled", "over-prefetch", "disagreement", "split-brain",
         "sync-incomplete", "under-replicated", "over-replicated", "node-unavailable",

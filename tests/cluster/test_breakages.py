@@ -219,6 +219,21 @@ def test_break_tx_rollback_kept() -> None:
         assert bodies(drain(sim, "n3")) == expected
 
 
+def test_break_mandatory_ignored() -> None:
+    """A mandatory publish no queue takes comes back (basic.return) before its confirm."""
+    for breaks, returned in (((), 1), (("mandatory-ignored",), 0)):
+        sim = mirrored_queue(3, *breaks)
+        client = sim.client("n2")
+        client.send(1, commands.Confirm.Select())
+        client.publish(1, b"nowhere", "no.such.queue", mandatory=True)
+        sim.pump()
+        methods = client.methods()
+        returns = [m for m in methods if isinstance(m, commands.Basic.Return)]
+        assert [(r.reply_code, r.routing_key) for r in returns] == \
+            [(312, "no.such.queue")] * returned
+        assert any(isinstance(m, commands.Basic.Ack) for m in methods)  # confirmed either way
+
+
 def test_break_confirm_waits_for_dead() -> None:
     """A mirror dies while a publisher on the other mirror's node waits for every
     replica: once the cluster sees it gone, the confirm must not wait for it."""
