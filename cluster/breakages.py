@@ -229,6 +229,12 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "on it, unavailable, instead of promoting their eldest mirror", ("disagreement",),
              "a master forgotten while no mirror is synchronised, then the cluster asked "
              "before it starts again"),
+    Breakage("topic-hash-needs-a-word",
+             "a topic binding's # matches one or more words, not zero: a routing key that "
+             "is the binding's words alone goes nowhere (unroutable, so confirmed and "
+             "dropped)", ("lost",),
+             "publishes through a topic exchange whose routing key is exactly the words "
+             "before a binding's trailing #"),
     Breakage("mandatory-ignored",
              "a mandatory publish that no queue takes is dropped and confirmed without a "
              "basic.return", ("unreturned",),
@@ -286,6 +292,7 @@ class Breaks:
     sync_drops_properties: bool = False
     stale_proof_of_life: bool = False
     forget_no_promotion: bool = False
+    topic_hash_needs_a_word: bool = False
     mandatory_ignored: bool = False
 
     @classmethod

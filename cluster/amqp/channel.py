@@ -273,7 +273,8 @@ class Channel:
                confirmed: bool) -> tuple[int, ConfirmWait | None]:
         """Enqueue on every matching queue; returns the store LSN to wait for and, when
         queues on other nodes got it, their confirms to wait for."""
-        queues = self.vhost.route(self.vhost.exchanges[publish.exchange], publish.routing_key)
+        queues = self.vhost.route(self.vhost.exchanges[publish.exchange], publish.routing_key,
+                                  self.broker.config.breaks.topic_hash_needs_a_word)
         lsn = 0
         wait = None
         for queue in queues:

@@ -21,15 +21,16 @@ def _topic_subject(routing_key: str) -> str:
     return "." + routing_key if routing_key else ""
 
 
-def topic_regex(pattern: str) -> re.Pattern[str]:
+def topic_regex(pattern: str, hash_needs_a_word: bool = False) -> re.Pattern[str]:
     """AMQP topic pattern → regex over `_topic_subject`: each pattern word consumes its
-    own leading dot, so ``#`` (zero or more words) needs no special cases."""
+    own leading dot, so ``#`` (zero or more words) needs no special cases.
+    ``hash_needs_a_word`` is the planted bug of that name (docs/planted-bugs.md)."""
     if not pattern:
         return re.compile(r"\Z")  # zero words: only the empty routing key
     words = []
     for word in pattern.split("."):
         if word == "#":
-            words.append(r"(?:\.[^.]*)*")
+            words.append(r"(?:\.[^.]*)+" if hash_needs_a_word else r"(?:\.[^.]*)*")
         elif word == "*":
             words.append(r"\.[^.]*")
         else:
@@ -48,7 +49,7 @@ class Exchange:
 
     def __post_init__(self) -> None:
         self.bindings: set[Binding] = set()
-        self._topic_cache: dict[str, re.Pattern[str]] = {}
+        self._topic_cache: dict[tuple[str, bool], re.Pattern[str]] = {}
 
     def bind(self, queue: str, routing_key: str) -> None:
         self.bindings.add(Binding(queue, routing_key))
@@ -63,7 +64,7 @@ class Exchange:
     def unbind_queue(self, queue: str) -> None:
         self.bindings = {b for b in self.bindings if b.queue != queue}
 
-    def route(self, routing_key: str) -> set[str]:
+    def route(self, routing_key: str, hash_needs_a_word: bool = False) -> set[str]:
         """Names of the queues a message with this routing key goes to."""
         if self.type == "fanout":
             return {b.queue for b in self.bindings}
@@ -71,9 +72,10 @@ class Exchange:
             return {b.queue for b in self.bindings if b.routing_key == routing_key}
         matched = set()
         for binding in self.bindings:
-            regex = self._topic_cache.get(binding.routing_key)
+            key = (binding.routing_key, hash_needs_a_word)
+            regex = self._topic_cache.get(key)
             if regex is None:
-                regex = self._topic_cache[binding.routing_key] = topic_regex(binding.routing_key)
+                regex = self._topic_cache[key] = topic_regex(*key)
             if regex.match(_topic_subject(routing_key)):
                 matched.add(binding.queue)
         return matched

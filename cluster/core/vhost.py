@@ -252,12 +252,14 @@ class VirtualHost:
         ):
             del self.exchanges[exchange]
 
-    def route(self, exchange: Exchange, routing_key: str) -> list[AnyQueue]:
+    def route(self, exchange: Exchange, routing_key: str,
+              hash_needs_a_word: bool = False) -> list[AnyQueue]:
         if exchange.name == "":
             queue = self.queues.get(routing_key)
             return [queue] if queue is not None else []
         queues = self.queues
-        return [queues[name] for name in exchange.route(routing_key) if name in queues]
+        return [queues[name] for name in exchange.route(routing_key, hash_needs_a_word)
+                if name in queues]
 
     # -- definitions --------------------------------------------------------------------
 

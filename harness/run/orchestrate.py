@@ -47,7 +47,7 @@ from harness.run.faults import ActiveFaults, RecordedNemesis
 from harness.run.store import new_run_dir, write_json
 from harness.runtime import Cluster, ClusterSpec, Runtime
 from harness.scenarios import POLICY_NAME, Scenario, decoy_policies, plan_steps, queue_pattern
-from harness.workload import Recorder, Workload, drain
+from harness.workload import Recorder, Workload, content, drain
 from harness.workload.clients import Address, amqp_url
 
 EXIT_HARNESS_FAILURE = 255
@@ -431,8 +431,8 @@ class ScenarioRun:
                 declared = await channel.declare_queue(queue, durable=w.durable)
                 if w.exchange is not None:
                     exchange = await channel.declare_exchange(
-                        w.exchange, aio_pika.ExchangeType.DIRECT, durable=True)
-                    await declared.bind(exchange, routing_key=queue)
+                        w.exchange, aio_pika.ExchangeType(w.exchange_type), durable=True)
+                    await declared.bind(exchange, routing_key=content.binding_key(queue, w))
 
     def _record_join_order(self, recorder: Recorder) -> None:
         """RabbitMQ starts a new queue's mirrors all at once and they join in the order

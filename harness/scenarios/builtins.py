@@ -41,16 +41,17 @@ _GAUNTLET = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers
                          getters=1, churners=1, rate=60.0, prefetch=5, ack_delay=0.2,
                          client_nodes="spread", reconnect="next")
 # The master's other broadcasts and the cluster's metadata: a purger empties the
-# backlog queue every 2 s, and every publish goes through a durable direct exchange, so
-# each node (also one restarted) must hold the bindings to route it. The transactional
+# backlog queue every 2 s, and every publish goes through a durable topic exchange, so
+# each node (also one restarted) must hold the bindings to route it, and match keys of
+# zero, one or two words past the queue's name against its "<queue>.#". The transactional
 # publisher rolls back every third transaction (never to be delivered); a recoverer
 # gives deliveries back with basic.recover and a leaver by closing its connection (they
 # must come again, at their place).
 _OPS = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers=2,
                     tx_publishers=1, tx_rollback_every=3, consumers=2, recoverers=1,
-                    leavers=1, purgers=1, purge_interval=2.0, exchange="mirrorchaos.direct",
-                    rate=60.0, prefetch=5, ack_delay=0.2, client_nodes="spread",
-                    reconnect="next")
+                    leavers=1, purgers=1, purge_interval=2.0, exchange="mirrorchaos.topic",
+                    exchange_type="topic", rate=60.0, prefetch=5, ack_delay=0.2,
+                    client_nodes="spread", reconnect="next")
 # Publishers and consumers on every node, for a confirm that must span every replica,
 # whether a message is held on disk or, every fourth one, in memory only.
 _REPLICAS = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers=3,
@@ -422,12 +423,12 @@ DETECTION: tuple[Scenario, ...] = (
     Scenario("gauntlet-ops", "the master's other broadcasts and the cluster's metadata: "
              "a queue nobody consumes purged every 2 s (what a purge removed must never "
              "come back, also not from a mirror promoted later), every publish routed "
-             "through a durable direct exchange (every node, also one restarted, must hold "
-             "its bindings), transactions rolled back (never delivered) and deliveries "
-             "given back with basic.recover or by closing the connection (delivered again, "
-             "at their place); the master killed, a mirror "
-             "restarted, both queues synchronised and the master killed again, with purges "
-             "between; then a drain by promotion",
+             "through a durable topic exchange (every node, also one restarted, must hold "
+             "its bindings; a binding's # matches zero, one or two words), transactions "
+             "rolled back (never delivered) and deliveries given back with basic.recover "
+             "or by closing the connection (delivered again, at their place); the master "
+             "killed, a mirror restarted, both queues synchronised and the master killed "
+             "again, with purges between; then a drain by promotion",
              policy={"ha-mode": "all", "ha-sync-mode": "manual"}, workload=_OPS,
              nemesis=NemesisSpec("sequence", options={"steps": [
                  _step(5.0, "kill", _MASTER), _step(8.0, "heal"),

@@ -264,8 +264,8 @@ class Publisher(Client):
     async def _publish(self, exchange: AbstractExchange, msg: str) -> None:
         try:
             await answer_of(exchange.publish(
-                self.message(msg), routing_key=self.queue, mandatory=False,
-                timeout=self.spec.confirm_timeout))
+                self.message(msg), routing_key=content.routing_key(msg, self.queue, self.spec),
+                mandatory=False, timeout=self.spec.confirm_timeout))
         except DeliveryError as exc:
             self.record("confirm", "fail", msg=msg, queue=self.queue, error=_describe(exc))
         except CLIENT_ERRORS as exc:
@@ -313,7 +313,8 @@ class TxPublisher(Client):
                                 **content.publish_fields(msg, self.spec))
                     batch.append(msg)
                     await answer_of(exchange.publish(
-                        self.message(msg), routing_key=self.queue, mandatory=False))
+                        self.message(msg), mandatory=False,
+                        routing_key=content.routing_key(msg, self.queue, self.spec)))
                     self.record("publish", "ok", msg=msg, queue=self.queue)
                 if rollback:
                     await answer_of(tx.rollback(timeout=self.spec.confirm_timeout))

@@ -8,7 +8,9 @@ a body that was cut, spliced or mixed with another message's shows. Every
 ``transient_every``-th message is published transient (delivery mode 1), so that the
 paths a message held only in memory takes are tried too. The properties a broker must
 pass on unchanged are the message id, the delivery mode and one header naming the
-message again.
+message again. Through a topic exchange, a message's routing key is its queue's name
+followed by nothing, by its publisher's id, or by that and its sequence number (in
+turn), all bound by ``<queue>.#``.
 
 A delivery is checked by recomputing all of it from its id: what differs is recorded
 on the delivery's line (``corrupt``), for the checker's ``corrupted``.
@@ -51,6 +53,21 @@ def message(msg: str, spec: WorkloadSpec) -> aio_pika.Message:
             else aio_pika.DeliveryMode.NOT_PERSISTENT)
     return aio_pika.Message(body(msg, spec), delivery_mode=mode, message_id=msg,
                             headers={HEADER: msg})
+
+
+def routing_key(msg: str, queue: str, spec: WorkloadSpec) -> str:
+    """Where ``msg`` goes: ``queue``, or through a topic exchange a key that
+    `binding_key` matches with zero, one or two words for its ``#``."""
+    if spec.exchange is None or spec.exchange_type == "direct":
+        return queue
+    producer, _, seq = msg.rpartition("-")
+    words = [queue, producer, seq]
+    return ".".join(words[:1 + int(seq) % 3]) if seq.isdigit() else queue
+
+
+def binding_key(queue: str, spec: WorkloadSpec) -> str:
+    """How ``queue`` is bound to the workload's exchange."""
+    return f"{queue}.#" if spec.exchange_type == "topic" else queue
 
 
 def message_id(payload: bytes) -> str:

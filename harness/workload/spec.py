@@ -7,6 +7,7 @@ from typing import Literal
 
 ClientNodes = Literal["master", "spread"]
 Reconnect = Literal["same", "next"]
+ExchangeType = Literal["direct", "topic"]
 PUBLISHING = ("publisher", "tx-publisher")  # the client kinds that publish
 CHURN_PREFIX = "churn."  # the queues churners declare and delete
 UNROUTABLE_KEY = "mirrorchaos.unroutable"  # no queue or binding ever has this name
@@ -84,10 +85,13 @@ class WorkloadSpec:
     # mirror promoted later (the master broadcasts the purge).
     purgers: int = 0
     purge_interval: float = 2.0
-    # A durable direct exchange the publishers route through, each queue bound to it
-    # by its own name (None: the default exchange): bindings are cluster metadata every
-    # node must hold, also one that restarted.
+    # A durable exchange the publishers route through (None: the default exchange):
+    # bindings are cluster metadata every node must hold, also one that restarted. A
+    # direct one binds each queue by its own name; a topic one by "<queue>.#", and each
+    # message's routing key has zero, one or two words after the queue's name
+    # (workload/content.py), so # must match any number of words.
     exchange: str | None = None
+    exchange_type: ExchangeType = "direct"
 
     def client_ids(self) -> dict[str, list[str]]:
         """Client kind -> ids, one logical process each; ids are message-id prefixes."""

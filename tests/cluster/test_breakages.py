@@ -701,6 +701,22 @@ def test_break_bindings_not_replicated() -> None:
         assert held(sim, "n1") == routed
 
 
+def test_break_topic_hash_needs_a_word() -> None:
+    """ha.q bound to a topic exchange by "ha.q.#": a key of the binding's words alone
+    (zero words for the #) must reach it, as keys of one and two more words do."""
+    for breaks, routed in (((), 3), (("topic-hash-needs-a-word",), 2)):
+        sim = mirrored_queue(17, *breaks)
+        client = sim.client("n1")
+        client.send(1, commands.Exchange.Declare(exchange="t", exchange_type="topic",
+                                                 durable=True))
+        client.send(1, commands.Queue.Bind(queue="ha.q", exchange="t", routing_key="ha.q.#"))
+        sim.pump()
+        for key in ("ha.q", "ha.q.p1", "ha.q.p1.7"):
+            client.publish(1, key.encode(), key, exchange="t", persistent=True)
+        sim.pump()
+        assert held(sim, "n1") == routed
+
+
 def test_break_no_gm_takeover() -> None:
     """n2 receives the master's broadcasts and dies before passing them on to n3: the
     master, n3's new left-hand neighbour, must catch n3 up."""

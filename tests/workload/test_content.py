@@ -7,14 +7,17 @@ import dataclasses
 
 import aio_pika
 
+from cluster.core.exchange import topic_regex
 from harness.workload import WorkloadSpec
 from harness.workload.content import (
     HEADER,
+    binding_key,
     body,
     differences,
     message,
     message_id,
     publish_fields,
+    routing_key,
 )
 
 SPEC = WorkloadSpec(large_every=3, large_size=200_000)
@@ -64,3 +67,15 @@ def test_every_nth_message_is_transient_and_its_publish_line_says_so() -> None:
     assert publish_fields("p1-3", everything_transient) == {}
     assert message("p1-3", everything_transient).delivery_mode == (
         aio_pika.DeliveryMode.NOT_PERSISTENT)
+
+
+def test_topic_keys_give_the_binding_hash_zero_one_and_two_words() -> None:
+    topic = WorkloadSpec(exchange="x", exchange_type="topic")
+    keys = [routing_key(f"p1-{seq}", "q1", topic) for seq in (3, 4, 5)]
+    assert keys == ["q1", "q1.p1", "q1.p1.5"]
+    pattern = topic_regex(binding_key("q1", topic))
+    assert all(pattern.match("." + key) for key in keys)  # the broker's own matching
+    assert not pattern.match(".q2.p1")
+    direct = WorkloadSpec(exchange="x")
+    assert routing_key("p1-5", "q1", direct) == binding_key("q1", direct) == "q1"
+    assert routing_key("p1-5", "q1", WorkloadSpec()) == "q1"  # the default exchange
