@@ -229,6 +229,11 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "on it, unavailable, instead of promoting their eldest mirror", ("disagreement",),
              "a master forgotten while no mirror is synchronised, then the cluster asked "
              "before it starts again"),
+    Breakage("no-ack-get-unsettled",
+             "a basic.get with no_ack is taken by the queue as one awaiting an ack: the "
+             "client has it settled, the queue holds it for the getter's channel, and a "
+             "failover gives it again", ("resurrected",),
+             "no-ack basic.get pollers, then the queue's master killed"),
     Breakage("topic-hash-needs-a-word",
              "a topic binding's # matches one or more words, not zero: a routing key that "
              "is the binding's words alone goes nowhere (unroutable, so confirmed and "
@@ -292,6 +297,7 @@ class Breaks:
     sync_drops_properties: bool = False
     stale_proof_of_life: bool = False
     forget_no_promotion: bool = False
+    no_ack_get_unsettled: bool = False
     topic_hash_needs_a_word: bool = False
     mandatory_ignored: bool = False
 

@@ -629,15 +629,17 @@ class Channel:
         self.check("read", "queue", name)
         queue = self.vhost.queue(name, self.connection.id)
         no_ack = method.no_ack
+        # the queue's own reading of the get: settled at once, or held for an ack
+        settled = no_ack and not self.broker.config.breaks.no_ack_get_unsettled
         if isinstance(queue, ClusterQueue) and not queue.is_master:
             def got(answer: dict[str, Any], payload: bytes) -> None:
                 entry = Entry(answer["seq"], Message.decode(payload)) if "seq" in answer else None
                 self._get_answer(queue, no_ack, entry, answer.get("redelivered", False),
                                  answer["count"])
 
-            self._ask_master(queue, "get", {"no_ack": no_ack, "owner": self.ref}, got)
+            self._ask_master(queue, "get", {"no_ack": settled, "owner": self.ref}, got)
             return
-        taken = queue.take_next(no_ack, self.ref)
+        taken = queue.take_next(settled, self.ref)
         entry, redelivered = taken if taken is not None else (None, False)
         self._get_answer(queue, no_ack, entry, redelivered, queue.ready_count)
 

@@ -65,10 +65,12 @@ _CONTENT = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers=
                         tx_publishers=1, consumers=2, getters=1, rate=20.0, prefetch=5,
                         ack_delay=0.2, large_every=10, unroutable_every=10,
                         client_nodes="spread", reconnect="next")
-# No-ack consumers beside a manual-ack one, in a scenario of their own: the
+# No-ack consumers beside a manual-ack one, and a no-ack basic.get poller of a backlog
+# queue (one publisher feeds it faster than it polls), in a scenario of their own: the
 # no-ack-in-flight caveat excuses any loss from their queue once one of them or the
 # master breaks, which in another scenario would hide the losses other bugs cause.
-_NO_ACK = WorkloadSpec(publishers=2, no_ack_consumers=2, consumers=1, rate=60.0,
+_NO_ACK = WorkloadSpec(queues=("q1", "b1"), backlog_queues=("b1",), publishers=3,
+                       no_ack_consumers=2, consumers=1, no_ack_getters=1, rate=60.0,
                        prefetch=5, ack_delay=0.2, client_nodes="spread", reconnect="next")
 _PROMOTE_POLICY = {"ha-mode": "all", "ha-sync-mode": "manual",
                    "ha-promote-on-failure": "when-synced"}
@@ -400,7 +402,8 @@ DETECTION: tuple[Scenario, ...] = (
                  *_read_late_then_kill(14.0)]}),
              phases=Phases(warmup=3.0, faults=20.0, recovery=6.0, promotion_drain=True)),
     Scenario("gauntlet-no-ack", "what a no-ack consumer was sent is gone from every "
-             "replica: no-ack consumers beside a manual-ack one, the master stopped and "
+             "replica: no-ack consumers and a no-ack basic.get poller beside a manual-ack "
+             "consumer, the master stopped and "
              "started again twice, then a mirror restarted and the master killed (each "
              "promoted mirror must not deliver again what the old master settled as it "
              "sent it); then a drain by promotion",

@@ -519,7 +519,13 @@ class Recoverer(Consumer):
 
 
 class Getter(Client):
-    """Polls with ``basic.get`` (manual ack) at the workload's get rate."""
+    """Polls with ``basic.get`` at the workload's get rate: manual ack, or with
+    ``no_ack`` (settled as the broker sends it)."""
+
+    def __init__(self, client_id: str, queue: str, node: str, ctx: ClientContext, *,
+                 no_ack: bool = False) -> None:
+        super().__init__(client_id, queue, node, ctx)
+        self.no_ack = no_ack
 
     async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
         channel = await self.channel(connection)
@@ -528,7 +534,7 @@ class Getter(Client):
         while self.running():
             if broken.is_set():
                 raise ConnectionLost("connection closed")
-            await get_one(self, queue)
+            await get_one(self, queue, no_ack=self.no_ack)
             await _sleep_until(interval, self.stop, broken)
 
 
@@ -612,21 +618,25 @@ class Purger(Client):
                         count=purged.message_count if purged is not None else None)
 
 
-async def get_one(client: Client, queue: AbstractQueue) -> str | None:
-    """One recorded ``basic.get`` and its ack; the message id, or None when empty."""
-    client.record("get", "invoke", queue=client.queue, mode="ack")
+async def get_one(client: Client, queue: AbstractQueue, *, no_ack: bool = False) -> str | None:
+    """One recorded ``basic.get`` and, unless ``no_ack``, its ack; the message id, or
+    None when empty."""
+    mode = "no-ack" if no_ack else "ack"
+    client.record("get", "invoke", queue=client.queue, mode=mode)
     try:
-        message = await answer_of(queue.get(no_ack=False, fail=False,
+        message = await answer_of(queue.get(no_ack=no_ack, fail=False,
                                             timeout=client.spec.confirm_timeout))
     except CLIENT_ERRORS as exc:
-        client.record("get", "info", queue=client.queue, mode="ack", error=_describe(exc))
+        client.record("get", "info", queue=client.queue, mode=mode, error=_describe(exc))
         raise
     if message is None:
-        client.record("get", "ok", queue=client.queue, mode="ack")
+        client.record("get", "ok", queue=client.queue, mode=mode)
         return None
     msg, corrupt = client.received(message)
-    client.record("get", "ok", msg=msg, queue=client.queue, mode="ack",
+    client.record("get", "ok", msg=msg, queue=client.queue, mode=mode,
                   redelivered=bool(message.redelivered), **corrupt)
+    if no_ack:
+        return msg
     try:
         await answer_of(message.ack())
     except CLIENT_ERRORS as exc:

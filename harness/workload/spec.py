@@ -9,6 +9,7 @@ ClientNodes = Literal["master", "spread"]
 Reconnect = Literal["same", "next"]
 ExchangeType = Literal["direct", "topic"]
 PUBLISHING = ("publisher", "tx-publisher")  # the client kinds that publish
+BACKLOG_READERS = ("purger", "no-ack-getter")  # the client kinds of backlog queues
 CHURN_PREFIX = "churn."  # the queues churners declare and delete
 UNROUTABLE_KEY = "mirrorchaos.unroutable"  # no queue or binding ever has this name
 
@@ -20,6 +21,9 @@ class WorkloadSpec:
     consumers: int = 2  # manual-ack consumers (c1, ...)
     no_ack_consumers: int = 0  # (a1, ...)
     getters: int = 0  # basic.get pollers (g1, ...)
+    # basic.get pollers with no_ack (h1, ...): settled as sent. They poll the backlog
+    # queues, which no consumer empties first, so their gets find messages waiting.
+    no_ack_getters: int = 0
     tx_publishers: int = 0  # transactional publishers (t1, ...)
     rate: float = 50.0  # messages per second per publisher
     window: int = 50  # unconfirmed publishes per publisher
@@ -71,8 +75,8 @@ class WorkloadSpec:
     # Consumers that ack in pairs, one basic.ack with multiple=true for two deliveries
     # (m1, ...): every message it covers must be settled on every replica.
     multiple_ackers: int = 0
-    # Queues (also in ``queues``) that only publishers use: they keep a backlog until
-    # the final drain.
+    # Queues (also in ``queues``) that no consumer uses, only publishers, purgers and
+    # no-ack getters: they keep a backlog until the final drain.
     backlog_queues: tuple[str, ...] = ()
     # Clients that declare durable queues of their own and delete them again, over and
     # over (k1, ...): a deleted queue must stay deleted on every node, also on one that
@@ -97,7 +101,8 @@ class WorkloadSpec:
         """Client kind -> ids, one logical process each; ids are message-id prefixes."""
         counts = {"publisher": (self.publishers, "p"), "consumer": (self.consumers, "c"),
                   "no-ack-consumer": (self.no_ack_consumers, "a"),
-                  "getter": (self.getters, "g"), "tx-publisher": (self.tx_publishers, "t"),
+                  "getter": (self.getters, "g"), "no-ack-getter": (self.no_ack_getters, "h"),
+                  "tx-publisher": (self.tx_publishers, "t"),
                   "requeuer": (self.requeuers, "r"), "recoverer": (self.recoverers, "v"),
                   "leaver": (self.leavers, "l"),
                   "cancel-consumer": (self.cancel_consumers, "x"),
@@ -108,16 +113,16 @@ class WorkloadSpec:
 
     def client_queues(self) -> dict[str, str]:
         """Client id -> its queue: each kind round robin over the queues it may use
-        (publishers over every queue, purgers over the backlog queues, the other kinds
-        over those without a backlog)."""
+        (publishers over every queue, purgers and no-ack getters over the backlog queues,
+        the other kinds over those without a backlog)."""
         consumed = [q for q in self.queues if q not in self.backlog_queues]
         backlog = [q for q in self.queues if q in self.backlog_queues]
         out: dict[str, str] = {}
         for kind, ids in self.client_ids().items():
             queues = (list(self.queues) if kind in PUBLISHING
-                      else backlog if kind == "purger" else consumed)
+                      else backlog if kind in BACKLOG_READERS else consumed)
             if ids and not queues:
-                wanted = ("a backlog queue" if kind == "purger"
+                wanted = ("a backlog queue" if kind in BACKLOG_READERS
                           else "a queue that is not a backlog queue")
                 raise ValueError(f"{kind} clients need {wanted}")
             out.update((client_id, queues[i % len(queues)]) for i, client_id in enumerate(ids))

@@ -51,8 +51,8 @@ class Workload:
             return Publisher(client_id, queue, node, self.ctx)
         if kind == "tx-publisher":
             return TxPublisher(client_id, queue, node, self.ctx)
-        if kind == "getter":
-            return Getter(client_id, queue, node, self.ctx)
+        if kind in ("getter", "no-ack-getter"):
+            return Getter(client_id, queue, node, self.ctx, no_ack=kind == "no-ack-getter")
         if kind == "requeuer":
             return Requeuer(client_id, queue, node, self.ctx)
         if kind == "leaver":

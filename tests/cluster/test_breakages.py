@@ -665,6 +665,22 @@ def test_break_no_ack_not_replicated() -> None:
         assert bodies(drain(sim, "n2")) == back
 
 
+def test_break_no_ack_get_unsettled() -> None:
+    """Three no-ack basic.gets from n3 (the master is n1), then the master killed: what
+    they took is settled, so n2, promoted, must not hold it."""
+    for breaks, back in (((), []), (("no-ack-get-unsettled",), numbered(3))):
+        sim = mirrored_queue(18, *breaks)
+        publish(sim, "n1", 3)
+        getter = sim.client("n3")
+        for _ in range(3):
+            getter.send(1, commands.Basic.Get(queue="ha.q", no_ack=True))
+            sim.pump()
+        assert sum(isinstance(m, commands.Basic.GetOk) for m in getter.methods()) == 3
+        sim.kill("n1")
+        sim.pump()
+        assert bodies(drain(sim, "n2")) == back
+
+
 def test_break_multiple_ack_last_only() -> None:
     """One basic.ack multiple=true for five deliveries: the mirrors must drop all five,
     not just the last."""
