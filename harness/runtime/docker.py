@@ -36,9 +36,9 @@ import ipaddress
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from docker.client import DockerClient
 from docker.errors import DockerException
@@ -63,6 +63,7 @@ HOST = "127.0.0.1"  # where node ports are published
 # (loopback_users.guest = false); the README's "Configuration" has the key.
 NODE_CONFIG = "[node]\nloopback_users = []\n"
 NODE_CONFIG_PATH = "/etc/mirrorchaos/node.toml"  # inside the container
+StartedCluster = TypeVar("StartedCluster", bound="DockerCluster")
 
 
 def container_name(run_id: str, node: str) -> str:
@@ -135,16 +136,8 @@ class DockerRuntime:
                                                  progress=spec.progress).tag
         except image.ImageBuildError as exc:
             raise ClusterStartError(f"run {spec.run_id}: {exc}") from exc
-        own_base = spec.base_dir is None
-        base_dir = ledger.make_dir(f"mirrorchaos-{spec.run_id}-", owned=not self.detached) \
-            if spec.base_dir is None else spec.base_dir.resolve()
-        try:
-            return self._start(spec, client, tag, base_dir, own_base)
-        except BaseException:
-            reaper.remove_run(client, spec.run_id)
-            if own_base:
-                shutil.rmtree(base_dir, ignore_errors=True)
-            raise
+        return in_run_dir(spec, client, lambda base_dir, own_base: self._start(
+            spec, client, tag, base_dir, own_base), owned=not self.detached)
 
     def _start(self, spec: ClusterSpec, client: DockerClient, tag: str, base_dir: Path,
                own_base: bool) -> DockerCluster:
@@ -198,6 +191,24 @@ class DockerRuntime:
         wait_formed({node: cluster.management(node, timeout=2.0) for node in spec.nodes},
                     spec.start_timeout, control.log_tail, spec.progress)
         return cluster
+
+
+def in_run_dir(spec: ClusterSpec, client: DockerClient,
+               start: Callable[[Path, bool], StartedCluster], *, owned: bool = True
+               ) -> StartedCluster:
+    """``start(base_dir, own_base)`` with the run's data directory (made here, owned by
+    this harness unless ``owned`` is false, when the spec names none); if it fails, the
+    run's containers and networks go, and the directory if made here."""
+    own_base = spec.base_dir is None
+    base_dir = ledger.make_dir(f"mirrorchaos-{spec.run_id}-", owned=owned) \
+        if spec.base_dir is None else spec.base_dir.resolve()
+    try:
+        return start(base_dir, own_base)
+    except BaseException:
+        reaper.remove_run(client, spec.run_id)
+        if own_base:
+            shutil.rmtree(base_dir, ignore_errors=True)
+        raise
 
 
 class ContainerProbe:

@@ -48,7 +48,6 @@ import ipaddress
 import os
 import re
 import secrets
-import shutil
 from collections.abc import Mapping, Sequence
 from itertools import permutations
 from pathlib import Path
@@ -57,6 +56,7 @@ from typing import Any
 from docker.client import DockerClient
 from docker.errors import DockerException
 
+from faults.client import ToxiproxyClient
 from faults.management import Management, ManagementError
 from faults.ports import free_port
 from faults.process import ProcessControlError
@@ -66,13 +66,15 @@ from harness import image
 
 from . import ledger, process, reaper
 from .base import ClusterSpec, ClusterStartError
-from .common import ClusterBase, wait_formed
+from .common import wait_formed
 from .docker import (
     AMQP_PORT,
     HOST,
     MGMT_PORT,
     ContainerProbe,
+    DockerCluster,
     container_name,
+    in_run_dir,
     network_name,
     start_toxiproxy,
 )
@@ -160,34 +162,26 @@ class RabbitManagement(Management):
         self._cluster.rabbitmqctl(asker, "forget_cluster_node", erlang_name(node))
 
 
-class RabbitMQCluster(ClusterBase):
+class RabbitMQCluster(DockerCluster):
+    """A `DockerCluster` of RabbitMQ nodes, with their node reports polled (`EventPoller`)
+    and rabbitmqctl at hand."""
+
     def __init__(self, spec: ClusterSpec, client: DockerClient, base_dir: Path, own_base: bool,
-                 toxiproxy: Any, topology: Topology, control: DockerProcesses) -> None:
-        super().__init__(spec, toxiproxy, topology, base_dir, own_base)
-        self.client = client
-        self._control = control
-        self._stopped = False
+                 toxiproxy: ToxiproxyClient, topology: Topology,
+                 control: DockerProcesses) -> None:
+        super().__init__(spec, client, base_dir, own_base, toxiproxy, topology, control)
         self.poller = EventPoller({n: self.management(n, timeout=2.0) for n in spec.nodes},
                                   {n: self._events_path(n) for n in spec.nodes})
 
-    def amqp_address(self, node: str) -> tuple[str, int]:
-        return self._control.node(node).amqp
-
-    def mgmt_url(self, node: str) -> str:
-        return str(self._control.node(node).mgmt_url)
-
     def management(self, node: str, timeout: float = 5.0) -> RabbitManagement:
         return RabbitManagement(self.mgmt_url(node), self, timeout=timeout)
-
-    def process_control(self) -> DockerProcesses:
-        return self._control
 
     def rabbitmqctl(self, node: str, *args: str) -> str:
         """``rabbitmqctl ARGS`` in the node's container, against that node; its output,
         or a `ManagementError` naming the command and what it printed."""
         call = f"rabbitmqctl {' '.join(args)} on {node}"
         try:
-            result = self._control.container(node).exec_run([CTL, *args])
+            result = self.process_control().container(node).exec_run([CTL, *args])
         except (DockerException, ProcessControlError) as exc:
             raise ManagementError(call, None, str(exc)) from None
         output = bytes(result.output).decode("utf-8", "replace")
@@ -195,15 +189,6 @@ class RabbitMQCluster(ClusterBase):
             status = None if result.exit_code in CTL_NO_ANSWER else int(result.exit_code)
             raise ManagementError(call, status, _last_lines(output))
         return output
-
-    def _node_log(self, node: str) -> str:
-        try:
-            return bytes(self._control.container(node).logs()).decode("utf-8", "replace")
-        except ProcessControlError:
-            return ""
-
-    def _events_path(self, node: str) -> Path:
-        return self.base_dir / node / "events.jsonl"
 
     def collect(self, dest_dir: Path) -> None:
         self.poller.stop()  # its last lines written before the files are copied
@@ -213,16 +198,11 @@ class RabbitMQCluster(ClusterBase):
                                + "; ".join(self.poller.errors))
 
     def record(self) -> dict[str, Any]:
-        return {**super().record(), "runtime": "docker", "target": "rabbitmq"}
+        return {**super().record(), "target": "rabbitmq"}
 
     def stop(self) -> None:
-        if self._stopped:
-            return
-        self._stopped = True
         self.poller.stop()
-        reaper.remove_run(self.client, self.spec.run_id)
-        if self.own_base:
-            shutil.rmtree(self.base_dir, ignore_errors=True)
+        super().stop()
 
 
 class RabbitMQRuntime:
@@ -245,16 +225,8 @@ class RabbitMQRuntime:
             node_tag = image.rabbitmq_image(client, progress=spec.progress)
         except image.ImageBuildError as exc:
             raise ClusterStartError(f"run {spec.run_id}: {exc}") from exc
-        own_base = spec.base_dir is None
-        base_dir = ledger.make_dir(f"mirrorchaos-{spec.run_id}-") \
-            if spec.base_dir is None else spec.base_dir.resolve()
-        try:
-            return self._start(spec, client, proxy_tag, node_tag, base_dir, own_base, mode)
-        except BaseException:
-            reaper.remove_run(client, spec.run_id)
-            if own_base:
-                shutil.rmtree(base_dir, ignore_errors=True)
-            raise
+        return in_run_dir(spec, client, lambda base_dir, own_base: self._start(
+            spec, client, proxy_tag, node_tag, base_dir, own_base, mode))
 
     def _start(self, spec: ClusterSpec, client: DockerClient, proxy_tag: str, node_tag: str,
                base_dir: Path, own_base: bool, mode: str) -> RabbitMQCluster:
