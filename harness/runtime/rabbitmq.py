@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import re
 import secrets
 from collections.abc import Mapping, Sequence
 from itertools import permutations
@@ -126,6 +125,7 @@ def link_addresses(subnet: str, nodes: Sequence[str]) -> dict[tuple[str, str], s
     address left out)."""
     network = ipaddress.ip_network(subnet)
     pairs = list(permutations(nodes, 2))
+    # the allocator's addresses (gateway, toxiproxy, nodes) must stay far below ours
     if network.num_addresses < 4 * (len(pairs) + len(nodes) + 2):
         raise ClusterStartError(f"the run's network {subnet} is too small for an address "
                                 f"per directed link of {len(nodes)} nodes")
@@ -316,6 +316,5 @@ def _node_environment(node: str, ticktime: int) -> dict[str, str]:
 
 
 def _last_lines(text: str, count: int = 8) -> str:
-    lines = [line for line in re.split(r"\r?\n", text.strip()) if line.strip()]
-    return " | ".join(lines[-count:])
+    return " | ".join([line for line in text.splitlines() if line.strip()][-count:])
 

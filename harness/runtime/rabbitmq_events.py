@@ -1,6 +1,7 @@
 """Node reports for a real RabbitMQ, which writes none: each node's management API,
 polled while the run goes on, turned into the lines our own broker writes to its event
-log (cluster/events.py; "Node reports" in docs/history-format.md).
+log (cluster/events.py; "Node reports" in docs/history-format.md). The endpoints name
+nodes as the harness does (`RabbitManagement` reads ``rabbit@n1`` as ``n1``).
 
 Theory of operation. A `NodeWatch` keeps what one node last showed of itself: per queue
 of ``GET /api/queues/%2F`` its master (``node``), its mirrors (``slave_nodes``) and the
@@ -58,11 +59,6 @@ from typing import Any
 from faults.management import Management, ManagementError
 
 
-def short_name(node: str) -> str:
-    """Our name for a node: ``rabbit@n1`` -> ``n1`` (a short name stays as it is)."""
-    return node.rpartition("@")[2]
-
-
 @dataclass(frozen=True)
 class QueueView:
     master: str | None
@@ -72,10 +68,8 @@ class QueueView:
     @classmethod
     def of(cls, listed: Mapping[str, Any]) -> QueueView:
         """One entry of ``GET /api/queues/%2F``; unmirrored queues list no mirror keys."""
-        master = listed.get("node")
-        return cls(short_name(master) if master else None,
-                   frozenset(map(short_name, listed.get("slave_nodes") or ())),
-                   frozenset(map(short_name, listed.get("synchronised_slave_nodes") or ())))
+        return cls(listed.get("node") or None, frozenset(listed.get("slave_nodes") or ()),
+                   frozenset(listed.get("synchronised_slave_nodes") or ()))
 
 
 @dataclass(frozen=True)
@@ -94,8 +88,8 @@ class NodeWatch:
     def observe(self, queues: list[dict[str, Any]], partitions: list[str], mono: float,
                 wall: float) -> list[dict[str, Any]]:
         """The records for what changed since the last listing. ``queues``: the node's
-        ``GET /api/queues/%2F`` (full or short node names); ``partitions``: its own
-        ``partitions`` from ``GET /api/nodes``, in short names."""
+        ``GET /api/queues/%2F``; ``partitions``: its own ``partitions`` from
+        ``GET /api/nodes``."""
         view = NodeView({q["name"]: QueueView.of(q) for q in queues}, frozenset(partitions))
         before, self.last = self.last, view
         if before is None:
@@ -176,14 +170,14 @@ class EventPoller:
     def _poll(self, node: str) -> None:
         api = self._endpoints[node]
         queues = api.call("GET", "/api/queues/%2F")
-        entries = {short_name(entry["name"]): entry for entry in api.call("GET", "/api/nodes")}
+        entries = {entry["name"]: entry for entry in api.call("GET", "/api/nodes")}
         if node not in entries:
             raise ValueError(f"/api/nodes does not list {node} itself")
         watch = self.watches[node]
         # RabbitMQ lists a node's partitions only once it has its statistics (not in
         # the first seconds after a start): until then, what it last said holds.
         listed = entries[node].get("partitions")
-        partitions = [short_name(p) for p in listed] if listed is not None \
+        partitions = list(listed) if listed is not None \
             else sorted(watch.last.partitions) if watch.last is not None else []
         records = watch.observe(queues, partitions, time.monotonic(), time.time())
         if records:

@@ -118,16 +118,6 @@ def test_partitions_detected_and_healed() -> None:
                            ("partition_healed", {"peer": "n3"})]
 
 
-def test_rabbitmqs_full_node_names_are_read_as_ours() -> None:
-    def full(master: str, mirrors: tuple[str, ...]) -> dict[str, Any]:
-        names = [f"rabbit@{m}" for m in mirrors]
-        return {"name": "q", "node": f"rabbit@{master}", "slave_nodes": names,
-                "synchronised_slave_nodes": names}
-
-    out = watched("n2", [full("n1", ("n2", "n3"))], [full("n2", ("n3",))])
-    assert events(out) == [("promotion", {"queue": "q", "master": "n2"})]
-
-
 def test_an_unmirrored_queue_lists_no_mirror_keys() -> None:
     plain = {"name": "q", "node": "n1", "state": "running"}
     assert watched("n1", [plain], [plain]) == [[]]
@@ -170,14 +160,14 @@ class Scripted(Management):
     def __init__(self, node: str, rounds: list[list[dict[str, Any]] | Exception],
                  listed_as: str | None = None) -> None:
         super().__init__("http://scripted")
-        self.name = listed_as or f"rabbit@{node}"
+        self.name = listed_as or node
         self.rounds = rounds
         self.done = threading.Event()
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         if path == "/api/nodes":
             return [{"name": self.name, "partitions": []},
-                    {"name": "rabbit@n9", "partitions": ["rabbit@n1"]}]
+                    {"name": "n9", "partitions": ["n1"]}]
         if len(self.rounds) == 1:
             self.done.set()
         answer = self.rounds.pop(0) if len(self.rounds) > 1 else self.rounds[0]
@@ -191,7 +181,7 @@ def test_the_poller_skips_a_silent_node_and_records_what_it_cannot_read(
     down = ManagementError("GET /api/queues/%2F", None, "refused")
     n2 = Scripted("n2", [[queue()], down, down, [queue(master="n2", mirrors=(), synced=())]])
     n3 = Scripted("n3", [[queue()], [{"no": "name"}], [queue()]])
-    n4 = Scripted("n4", [[queue()]], listed_as="rabbit@elsewhere")
+    n4 = Scripted("n4", [[queue()]], listed_as="elsewhere")
     paths = {n: tmp_path / f"{n}.events.jsonl" for n in ("n2", "n3", "n4")}
     poller = EventPoller({"n2": n2, "n3": n3, "n4": n4}, paths, interval=0.01)
     poller.start()
