@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cluster import events
 from cluster.amqp.connection import Connection
 from cluster.amqp.errors import INTERNAL_ERROR, ConnectionError_
 from cluster.breakages import CATALOGUE, Breaks
@@ -199,8 +200,8 @@ class Node:
             await self.peers.start()
             await self._await_boot()
         await self.start_app()
-        self.events.emit("node_started", amqp_port=self.settings.amqp_port,
-                         mgmt_port=self.settings.mgmt_port)
+        self.events.emit(events.NodeStarted(amqp_port=self.settings.amqp_port,
+                                            mgmt_port=self.settings.mgmt_port))
 
     async def _await_boot(self) -> None:
         """Hear from every peer (for at most one failure-detection window), then wait
@@ -224,7 +225,7 @@ class Node:
             if newer and gate.last_running <= reachable and newer not in told:
                 # Every peer is here, but these saw us stop: we wait for them to run.
                 told.append(newer)
-                self.events.emit("boot_waiting", saw_us_stop=newer)
+                self.events.emit(events.BootWaiting(saw_us_stop=tuple(newer)))
             return False
 
         if not await self._peers_until(may_start, self.settings.peer_wait):
@@ -262,8 +263,8 @@ class Node:
         try:
             recovery = store.recover()
             for tail in recovery.truncated:
-                self.events.emit("store_tail_truncated", file=str(tail.file),
-                                 offset=tail.offset, bytes_cut=tail.bytes_cut)
+                self.events.emit(events.StoreTailTruncated(
+                    file=str(tail.file), offset=tail.offset, bytes_cut=tail.bytes_cut))
             broker = Broker(self.config.broker, log=store, events=self.events,
                             save_definitions=self.definitions.save)
             self._apply_definitions(broker)
@@ -298,8 +299,8 @@ class Node:
             self.broker = self.store = self.coordinator = None
             store.close()
             raise
-        self.events.emit("app_started", recovered_messages=restored,
-                         incarnation=self.incarnation)
+        self.events.emit(events.AppStarted(recovered_messages=restored,
+                                           incarnation=self.incarnation))
         self.flush()
 
     def _bind_amqp(self) -> socket.socket:
@@ -331,7 +332,7 @@ class Node:
             try:
                 await asyncio.wait_for(settled.wait(), timeout)
             except TimeoutError:
-                self.events.emit("cluster_wait_timeout", peers=sorted(coordinator.awaiting))
+                self.events.emit(events.ClusterWaitTimeout(peers=tuple(sorted(coordinator.awaiting))))
                 coordinator.stop_waiting()
 
     def _join_cluster(self, broker: Broker, incarnation: str) -> Coordinator | None:
@@ -399,7 +400,7 @@ class Node:
             self._app_stopping = False
         if self.peers is not None:
             self.peers.announce()
-        self.events.emit("app_stopped")
+        self.events.emit(events.AppStopped())
 
     async def stop(self) -> None:
         await self.stop_app()
@@ -408,7 +409,7 @@ class Node:
             await self.peers.stop()
         if self.management is not None:
             await self.management.cleanup()  # type: ignore[attr-defined]
-        self.events.emit("node_stopped")
+        self.events.emit(events.NodeStopped())
         self.events.close()
 
     # -- peers --------------------------------------------------------------------------
@@ -426,16 +427,18 @@ class Node:
             self._peer_lost(event.peer)
             return
         if isinstance(event, PeerUp):
-            self.events.emit("peer_up", peer=event.peer, incarnation=event.incarnation,
-                             restarted=event.restarted)
+            self.events.emit(events.PeerUp(peer=event.peer, incarnation=event.incarnation,
+                                           restarted=event.restarted))
+            if event.healed:
+                self.events.emit(events.PartitionHealed(peer=event.peer))
             if event.partition:
-                self.events.emit("partition_detected", peer=event.peer)
+                self.events.emit(events.PartitionDetected(peer=event.peer))
         elif isinstance(event, PeerDown):
-            self.events.emit("peer_down", peer=event.peer, reason=event.reason)
+            self.events.emit(events.PeerDown(peer=event.peer, reason=event.reason))
         elif isinstance(event, AppStarted):
-            self.events.emit("peer_app_started", peer=event.peer)
+            self.events.emit(events.PeerAppStarted(peer=event.peer))
         else:
-            self.events.emit("peer_app_stopped", peer=event.peer)
+            self.events.emit(events.PeerAppStopped(peer=event.peer))
         self._peers_changed.set()
         if self.broker is not None:
             self._remember_running()
@@ -464,8 +467,8 @@ class Node:
             # yet what we sent each other meanwhile may be lost (a delivery, an ack, a
             # cancel). Pause and resume, as for a partial partition: our peers drop what
             # they held for us, and we start afresh.
-            self.events.emit("restart", reason="partition healed before its loss settled",
-                             peer=event.peer)
+            self.events.emit(events.Restart(reason="partition healed before its loss settled",
+                                            peer=event.peer))
             self._app_change(self._restart_app)
             return
         partitioned = event.peer in peers.detector.partitions
@@ -474,8 +477,8 @@ class Node:
         elif (self.settings.partition_handling == "autoheal" and self._autoheal_loses()
               and not self.config.broker.breaks.autoheal_no_restart):
             # The other side won: restart, so our mirrors rejoin theirs empty.
-            self.events.emit("restart", reason="autoheal",
-                             winners=sorted(peers.detector.partitions))
+            self.events.emit(events.Restart(reason="autoheal",
+                                            winners=tuple(sorted(peers.detector.partitions))))
             self._app_change(self._restart_app)
         # Otherwise the sides stay apart (ignore), or a loser will restart (autoheal).
 
@@ -506,7 +509,7 @@ class Node:
         pause_minority, pause until the whole cluster is back; otherwise make the
         partition a full one by disconnecting from the peer that still hears it."""
         assert self.peers is not None
-        self.events.emit("partial_partition", lost=event.lost, via=event.via)
+        self.events.emit(events.PartialPartition(lost=event.lost, via=event.via))
         if self.settings.partition_handling == "pause_minority":
             self._awaiting_whole_cluster = True
             self._pause_in_minority()
@@ -527,13 +530,13 @@ class Node:
                  and not self.config.broker.breaks.pause_minority_ignored)
         if pause and not self._paused_for_minority:
             self._paused_for_minority = True
-            self.events.emit("paused", reason="minority" if minority else "partial partition",
-                             reachable=reachable, nodes=total)
+            self.events.emit(events.Paused(reason="minority" if minority else "partial partition",
+                                           reachable=reachable, nodes=total))
             self._app_change(self.stop_app)
         elif (not pause and self._paused_for_minority
               and not self.config.broker.breaks.pause_never_resumes):
             self._paused_for_minority = False
-            self.events.emit("resumed", reachable=reachable, nodes=total)
+            self.events.emit(events.Resumed(reachable=reachable, nodes=total))
             self._app_change(self.start_app)
 
     def _app_change(self, change: Callable[[], Awaitable[None]]) -> None:

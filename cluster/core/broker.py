@@ -24,6 +24,16 @@ from cluster.core.policy import Policy, effective_policy
 from cluster.core.queue import MessageLog, Queue
 from cluster.core.users import Access, Permission, Users
 from cluster.core.vhost import VirtualHost
+from cluster.events import (
+    ChannelErrorReported,
+    ClientErrorsSuppressed,
+    ConnectionErrorReported,
+    MemoryAlarm,
+    NodeEvent,
+    PolicyCleared,
+    PolicySet,
+    StoreFailure,
+)
 
 if TYPE_CHECKING:
     from cluster.ha.confirms import ConfirmWait
@@ -57,11 +67,11 @@ class BrokerConfig:
 
 
 class EventSink(Protocol):
-    def emit(self, event: str, **fields: Any) -> None: ...
+    def emit(self, event: NodeEvent) -> None: ...
 
 
 class NullEvents:
-    def emit(self, event: str, **fields: Any) -> None:
+    def emit(self, event: NodeEvent) -> None:
         return None
 
 
@@ -185,26 +195,24 @@ class Broker:
                     self.delete_queue(vhost, queue.name)
 
     def record_connection_error(self, connection: Connection, error: ConnectionError_) -> None:
-        self._record_error("connection_error", connection, 0, error)
+        self._record_error(ConnectionErrorReported, connection, 0, error)
 
     def record_channel_error(
         self, connection: Connection, channel: int, error: ChannelError
     ) -> None:
-        self._record_error("channel_error", connection, channel, error)
+        self._record_error(ChannelErrorReported, connection, channel, error)
 
-    def _record_error(self, event: str, connection: Connection, channel: int,
-                      error: AMQPError) -> None:
+    def _record_error(self, event: type[ConnectionErrorReported | ChannelErrorReported],
+                      connection: Connection, channel: int, error: AMQPError) -> None:
         if self.error_log_limit.admit(connection.peer_host, self.now()):
-            self.events.emit(
-                event, connection=connection.id, peer=connection.peer, channel=channel,
-                code=error.code, text=error.reply_text,
-            )
+            self.events.emit(event(connection=connection.id, peer=connection.peer,
+                                   channel=channel, code=error.code, text=error.reply_text))
 
     def _report_suppressed_errors(self) -> None:
         limit = self.error_log_limit
         for host, count in limit.ended(self.now()):
-            self.events.emit("client_errors_suppressed", host=host, count=count,
-                             window=limit.window, burst=limit.burst)
+            self.events.emit(ClientErrorsSuppressed(host=host, count=count,
+                                                    window=limit.window, burst=limit.burst))
 
     # -- queues -------------------------------------------------------------------------
 
@@ -243,7 +251,9 @@ class Broker:
 
     def set_policy(self, policy: Policy) -> None:
         self.policies[(policy.vhost, policy.name)] = policy
-        self.events.emit("policy_set", **policy.to_json())
+        self.events.emit(PolicySet(vhost=policy.vhost, name=policy.name,
+                                   pattern=policy.pattern, apply_to=policy.apply_to,
+                                   definition=policy.definition, priority=policy.priority))
         self.definitions_changed()
         if self.cluster is not None:
             self.cluster.policy_changed()
@@ -251,7 +261,7 @@ class Broker:
     def clear_policy(self, vhost: str, name: str) -> bool:
         if self.policies.pop((vhost, name), None) is None:
             return False
-        self.events.emit("policy_cleared", vhost=vhost, name=name)
+        self.events.emit(PolicyCleared(vhost=vhost, name=name))
         self.definitions_changed()
         if self.cluster is not None:
             self.cluster.policy_changed()
@@ -299,7 +309,7 @@ class Broker:
     def on_store_failure(self, error: Exception) -> None:
         """A commit failed: nothing staged can be promised durable, so nack every pending
         confirm rather than leave publishers waiting for ever."""
-        self.events.emit("store_failure", error=str(error))
+        self.events.emit(StoreFailure(error=str(error)))
         for channel in self.confirm_dirty:
             channel.fail_confirms()
         self.confirm_dirty.clear()
@@ -320,14 +330,14 @@ class Broker:
         used = self.message_bytes()
         if not self.alarm and used > self.config.memory_high_watermark:
             self.alarm = True
-            self.events.emit("memory_alarm", state="set", used=used,
-                             limit=self.config.memory_high_watermark)
+            self.events.emit(MemoryAlarm(state="set", used=used,
+                                         limit=self.config.memory_high_watermark))
             for connection in self.connections.values():
                 connection.block()
         elif self.alarm and used <= self.config.memory_high_watermark:
             self.alarm = False
-            self.events.emit("memory_alarm", state="cleared", used=used,
-                             limit=self.config.memory_high_watermark)
+            self.events.emit(MemoryAlarm(state="cleared", used=used,
+                                         limit=self.config.memory_high_watermark))
             for connection in self.connections.values():
                 connection.unblock()
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from cluster import events
 from cluster.amqp import tablejson
 from cluster.core.message import Message
 from cluster.core.queue import Entry, Queue
@@ -270,8 +271,8 @@ class Coordinator:
                              View.first(self.me), uid=self.broker.generated_name(""))
         queue = ClusterQueue(self, record)
         queue.start_master(self.me, copy)
-        self.broker.events.emit("queue_master", vhost=vhost, queue=name, member=self.me,
-                                provisional=provisional)
+        self.broker.events.emit(events.QueueMaster(vhost=vhost, queue=name, member=self.me,
+                                                   provisional=provisional))
         if provisional:
             place = self._place(self._succession[record.key])
             self.meta.put_provisional(record.key, record.to_json(), place)
@@ -356,8 +357,8 @@ class Coordinator:
         mine = next((m for m in record.view.members if self._mine(m)), None)
         if queue.me is None and mine is not None:
             queue.start_mirror(mine)
-            self.broker.events.emit("mirror_added", vhost=vhost_name, queue=name,
-                                    member=mine)
+            self.broker.events.emit(events.MirrorAdded(vhost=vhost_name, queue=name,
+                                                       member=mine))
             early = [k for k in self._early_gm if k[:2] == (vhost_name, name)]
             for held in early:  # only this declaration's; any older one's are stale
                 for fields, message in self._early_gm.pop(held):
@@ -380,8 +381,8 @@ class Coordinator:
         fresh.start_master(self.me, copy)
         host.add_queue(fresh)
         self.write_record(reclaimed)
-        self.broker.events.emit("queue_master", vhost=record.vhost, queue=record.name,
-                                member=self.me, reclaimed=True)
+        self.broker.events.emit(events.QueueMaster(vhost=record.vhost, queue=record.name,
+                                                   member=self.me, reclaimed=True))
         self._place_mirrors(fresh)
 
     def queue_deleted(self, queue: ClusterQueue) -> None:
@@ -406,8 +407,8 @@ class Coordinator:
             queue.record = replace(record, synced=(*record.synced, *done))
             self.write_record(queue.record)
             for member in done:
-                self.broker.events.emit("mirror_synchronised", vhost=queue.vhost,
-                                        queue=queue.name, member=member)
+                self.broker.events.emit(events.MirrorSynchronised(
+                    vhost=queue.vhost, queue=queue.name, member=member))
             self._place_mirrors(queue)
 
     def policy_changed(self) -> None:
@@ -455,16 +456,16 @@ class Coordinator:
             view = view.without(*unwanted)
             for member in unwanted:
                 queue.join_seq.pop(member, None)
-                self.broker.events.emit("mirror_dropped", vhost=queue.vhost,
-                                        queue=queue.name, member=member, reason="policy")
+                self.broker.events.emit(events.MirrorDropped(
+                    vhost=queue.vhost, queue=queue.name, member=member, reason="policy"))
         if added or unwanted:
             placed = record.with_view(view)
             if self.breaks.instant_sync:
                 # The bug: called synchronised though it holds nothing older than its join.
                 placed = replace(placed, synced=(*placed.synced, *added))
                 for member in added:
-                    self.broker.events.emit("mirror_synchronised", vhost=queue.vhost,
-                                            queue=queue.name, member=member)
+                    self.broker.events.emit(events.MirrorSynchronised(
+                        vhost=queue.vhost, queue=queue.name, member=member))
             self._install(queue, placed)
         if not queue.is_master:
             return
@@ -508,13 +509,13 @@ class Coordinator:
                        else self.breaks.failure_promotes_unsynced)
             if (self._definition(queue).get(key, default) == "when-synced"
                     and queue.me not in record.synced and not ignored):
-                self.broker.events.emit("promotion_refused", vhost=queue.vhost,
-                                        queue=queue.name, member=queue.me, setting=key)
+                self.broker.events.emit(events.PromotionRefused(
+                    vhost=queue.vhost, queue=queue.name, member=queue.me, setting=key))
                 return
         if record.master not in dead:
             for member in dead:
-                self.broker.events.emit("mirror_dropped", vhost=queue.vhost,
-                                        queue=queue.name, member=member, reason="down")
+                self.broker.events.emit(events.MirrorDropped(
+                    vhost=queue.vhost, queue=queue.name, member=member, reason="down"))
         view = record.view.without(*dead)
         if youngest:
             view = replace(view, members=(acting, *[m for m in view.members if m != acting]))
@@ -525,9 +526,10 @@ class Coordinator:
     def promoted(self, queue: ClusterQueue) -> None:
         """A mirror here became the master (its old master died or handed over)."""
         previous = [m for m, _ in queue.record.view.aliases if m not in queue.record.view]
-        self.broker.events.emit("promotion", vhost=queue.vhost, queue=queue.name,
-                                member=queue.me, synchronised=queue.me in queue.record.synced,
-                                previous=previous[-1:])
+        assert queue.me is not None  # a member of the group it now leads
+        self.broker.events.emit(events.Promotion(
+            vhost=queue.vhost, queue=queue.name, member=queue.me,
+            synchronised=queue.me in queue.record.synced, previous=tuple(previous[-1:])))
         self._place_mirrors(queue)
         assert queue.copy is not None
         queue.copy.dispatch()
@@ -551,8 +553,8 @@ class Coordinator:
         size = int(self._definition(queue).get("ha-sync-batch-size", 4096))
         self.syncs[queue] = SyncJob(targets, 0, high, size)
         copy.paused = True
-        self.broker.events.emit("sync_start", vhost=queue.vhost, queue=queue.name,
-                                mirrors=targets)
+        self.broker.events.emit(events.SyncStart(vhost=queue.vhost, queue=queue.name,
+                                                 mirrors=tuple(targets)))
         return None
 
     def cancel_sync(self, queue: ClusterQueue) -> str | None:
@@ -568,8 +570,8 @@ class Coordinator:
         queue.copy.dispatch()
         if self.breaks.cancelled_sync_counts:
             self._mark_synced(queue, job.targets)
-        self.broker.events.emit("sync_end", vhost=queue.vhost, queue=queue.name,
-                                outcome="cancelled")
+        self.broker.events.emit(events.SyncEnd(vhost=queue.vhost, queue=queue.name,
+                                               outcome="cancelled"))
         return None
 
     def sync_sending(self) -> bool:
@@ -602,8 +604,9 @@ class Coordinator:
             if not queue.is_master or not job.targets:
                 continue
             self._mark_synced(queue, job.targets)
-            self.broker.events.emit("sync_end", vhost=queue.vhost, queue=queue.name,
-                                    outcome="synchronised", mirrors=job.targets)
+            self.broker.events.emit(events.SyncEnd(vhost=queue.vhost, queue=queue.name,
+                                                   outcome="synchronised",
+                                                   mirrors=tuple(job.targets)))
             self._place_mirrors(queue)
 
     def _mark_synced(self, queue: ClusterQueue, targets: list[Member]) -> None:

@@ -42,6 +42,7 @@ class PeerUp:
     restarted: bool
     partition: bool
     unsettled: bool = False
+    healed: bool = False  # it restarted while we counted a partition with it: that is over
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +188,7 @@ class FailureDetector:
         state.up, state.incarnation = True, incarnation
         unsettled = self._unsettled.pop(peer, None) is not None  # back before the answers
         outputs: list[Output] = []
+        healed = restarted and peer in self.partitions
         if restarted:
             self.partitions.discard(peer)
             if unsettled:  # the incarnation we lost is gone for good: settled
@@ -194,7 +196,7 @@ class FailureDetector:
         if partition:
             self.partitions.add(peer)
         return [*outputs, PeerUp(peer, incarnation, restarted, partition,
-                                 unsettled and partition)]
+                                 unsettled and partition, healed)]
 
     def _app_state(self, peer: str, app_running: bool) -> list[Output]:
         state = self.peers[peer]

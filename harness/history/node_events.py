@@ -1,8 +1,10 @@
 """Broker nodes' own event logs, merged into a run's history by time.
 
-A node writes ``{"ts", "mono", "node", "event", ...}`` lines (cluster/events.py). Events
-with a meaning in the history format become the matching node op; all others become
-``node-event`` lines that keep the node's name for the event. The merge uses the nodes'
+A node writes ``{"ts", "mono", "node", "event", ...}`` lines, each one of the events
+of cluster/events.py, the schema both sides share: every line is decoded through it,
+and one that does not fit is refused, naming its file, line and key. Events with a
+meaning in the history format become the matching node op, named for the node they are
+about; all others become ``node-event`` lines that keep the event's name. The merge uses the nodes'
 ``mono`` clock: nodes and harness share the host's monotonic clock (processes, or
 containers on one kernel).
 
@@ -18,25 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from cluster.events import EventSchemaError, decode
 from harness.history.errors import BadHistory
 from harness.history.model import Event, Header
 from harness.history.parse import Parser
 from harness.history.reader import FileHistory, TornLine
-
-# node's event name -> history op
-NODE_EVENT_OPS = {
-    "promotion": "promotion",
-    "mirror_added": "mirror-added",
-    "mirror_dropped": "mirror-dropped",
-    "sync_start": "sync-start",
-    "sync_end": "sync-end",
-    "partition_detected": "partition",
-    "partition_healed": "partition-healed",
-    "restart": "restart",
-}
-# which field names the node an event is about, when it is not the reporting node
-_SUBJECT = {"mirror_added": "mirror", "mirror_dropped": "mirror", "promotion": "master",
-            "partition_detected": "peer", "partition_healed": "peer"}
 
 
 def read_node_events(path: Path) -> list[Event]:
@@ -77,15 +65,17 @@ def _translate(record: dict[str, Any], path: Path, line: int) -> dict[str, Any]:
     for key in ("mono", "node", "event"):
         if key not in record:
             raise BadHistory(str(path), line, key, "present in every node event")
-    name = record["event"]
-    op = NODE_EVENT_OPS.get(name, "node-event")
-    out = {k: v for k, v in record.items() if k not in ("ts", "mono", "node", "event")}
-    out.update(time=record["mono"], process=record["node"], op=op, type="info",
-               node=record.get(_SUBJECT.get(name, "node"), record["node"]))
+    try:
+        event = decode(record)
+    except EventSchemaError as err:
+        raise BadHistory(str(path), line, err.field, err.expected, err.got) from None
+    out = {k: list(v) if isinstance(v, tuple) else v for k, v in event.fields().items()}
+    out.update(time=record["mono"], process=record["node"], op=event.op, type="info",
+               node=event.subject() or record["node"])
     if "ts" in record:
         out["wall"] = record["ts"]
-    if op == "node-event":
-        out["event"] = name
+    if event.op == "node-event":
+        out["event"] = event.kind
     return out
 
 

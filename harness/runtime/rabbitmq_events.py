@@ -7,17 +7,17 @@ Theory of operation. A `NodeWatch` keeps what one node last showed of itself: pe
 of ``GET /api/queues/%2F`` its master (``node``), its mirrors (``slave_nodes``) and the
 synchronised ones (``synchronised_slave_nodes``), and the peers of its own ``partitions``
 in ``GET /api/nodes``. Each new listing is compared with the last one and every change
-becomes a record ``{"ts", "mono", "node", "event", ...}``; the first listing is only the
+becomes an event line of cluster/events.py's schema; the first listing is only the
 baseline. Three nodes polled would report one promotion three times, so a node reports
 only what is about itself, seen in its own listing:
 
-* ``promotion`` (``queue``, ``master``: itself): it is now the master of a queue whose
+* ``promotion`` (``queue``, ``member``: itself): it is now the master of a queue whose
   master was another node;
-* ``mirror_added`` (``queue``, ``mirror``: itself): it is now among the queue's mirrors,
+* ``mirror_added`` (``queue``, ``member``: itself): it is now among the queue's mirrors,
   also of a queue listed for the first time after the baseline (our broker reports a new
   queue's mirrors the same way);
-* ``mirror_dropped`` (``queue``, ``mirror``: itself): it left the mirrors and is not the
-  master (a mirror that became the master reports the promotion only);
+* ``mirror_dropped`` (``queue``, ``member``: itself, no ``reason``): it left the mirrors
+  and is not the master (a mirror that became the master reports the promotion only);
 * ``mirror_synchronised`` (``queue``, ``member``: itself): it is now among the
   synchronised mirrors, whether by an explicit sync or by draining. This is our broker's
   report of one mirror's sync, which the checker reads as that mirror's alone
@@ -35,7 +35,8 @@ not answer keeps its last listing, so a change while it was away is reported whe
 answers again, dated then. Every record is dated when the listing came back, later
 than the change, so no sync is claimed before the mirror held what its master held.
 A queue's ``state`` is not read: its master is the listed ``node`` in any state.
-A promotion carries no ``previous``: the listing before may be several changes old,
+A promotion carries no ``previous`` nor ``synchronised``: the listing before may be
+several changes old,
 and a ``previous`` that does not match the checker's replay would spare the report
 from being judged (harness/checker/promotions.py).
 
@@ -56,7 +57,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cluster import events
 from faults.management import Management, ManagementError
+
+VHOST = "/"  # the only virtual host the harness uses, and the one listed
 
 
 @dataclass(frozen=True)
@@ -94,30 +98,29 @@ class NodeWatch:
         before, self.last = self.last, view
         if before is None:
             return []  # the baseline: what already holds is no news
-        changes = [("partition_detected", {"peer": peer})
-                   for peer in sorted(view.partitions - before.partitions)]
-        changes += [("partition_healed", {"peer": peer})
+        changes: list[events.NodeEvent] = [
+            events.PartitionDetected(peer=peer)
+            for peer in sorted(view.partitions - before.partitions)]
+        changes += [events.PartitionHealed(peer=peer)
                     for peer in sorted(before.partitions - view.partitions)]
         for name, now in view.queues.items():
-            changes += [(event, {"queue": name, **fields}) for event, fields
-                        in self._queue_changes(before.queues.get(name), now)]
-        return [{"ts": wall, "mono": mono, "node": self.node, "event": event, **fields}
-                for event, fields in changes]
+            changes += self._queue_changes(name, before.queues.get(name), now)
+        return [events.line(event, self.node, mono, wall) for event in changes]
 
-    def _queue_changes(self, was: QueueView | None,
-                       now: QueueView) -> list[tuple[str, dict[str, str]]]:
+    def _queue_changes(self, queue: str, was: QueueView | None,
+                       now: QueueView) -> list[events.NodeEvent]:
         me = self.node
         if was is None:  # listed for the first time: nothing was, no master either
             was = QueueView(None, frozenset(), frozenset())
-        changes: list[tuple[str, dict[str, str]]] = []
+        changes: list[events.NodeEvent] = []
         if now.master == me and was.master not in (None, me):
-            changes.append(("promotion", {"master": me}))
+            changes.append(events.Promotion(vhost=VHOST, queue=queue, member=me))
         if me in now.mirrors and me not in was.mirrors:
-            changes.append(("mirror_added", {"mirror": me}))
+            changes.append(events.MirrorAdded(vhost=VHOST, queue=queue, member=me))
         elif me in was.mirrors and me not in now.mirrors and now.master != me:
-            changes.append(("mirror_dropped", {"mirror": me}))
+            changes.append(events.MirrorDropped(vhost=VHOST, queue=queue, member=me))
         if me in now.synchronised and me not in was.synchronised:
-            changes.append(("mirror_synchronised", {"member": me}))
+            changes.append(events.MirrorSynchronised(vhost=VHOST, queue=queue, member=me))
         return changes
 
 

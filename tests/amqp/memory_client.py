@@ -11,8 +11,23 @@ from pamqp.heartbeat import Heartbeat
 
 from cluster.amqp.connection import Connection
 from cluster.core.broker import Broker
+from cluster.events import NodeEvent
 
 PLAIN = "\x00guest\x00guest"
+
+
+class RecordedEvents:
+    """A broker's event sink that keeps what was emitted, in order."""
+
+    def __init__(self) -> None:
+        self.emitted: list[NodeEvent] = []
+
+    def emit(self, event: NodeEvent) -> None:
+        self.emitted.append(event)
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        """The fields of every emitted ``kind`` event."""
+        return [e.fields() for e in self.emitted if e.kind == kind]
 
 
 def publish_frames(channel: int, body: bytes, routing_key: str, exchange: str = "",

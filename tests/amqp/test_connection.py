@@ -14,7 +14,7 @@ from cluster.core.error_log import BURST, WINDOW
 from cluster.core.users import Permission
 from cluster.mgmt.shapes import connection_json
 from cluster.store import MessageStore
-from tests.amqp.memory_client import PLAIN, FakeClock, MemoryClient, publish_frames
+from tests.amqp.memory_client import PLAIN, FakeClock, MemoryClient, RecordedEvents, publish_frames
 
 
 def make_broker(clock: FakeClock | None = None, store: MessageStore | None = None,
@@ -61,14 +61,6 @@ def test_refused_login_just_hangs_up_on_clients_without_authentication_failure_c
     assert client.connection.should_close
 
 
-class RecordedEvents:
-    def __init__(self) -> None:
-        self.emitted: list[tuple[str, dict[str, Any]]] = []
-
-    def emit(self, event: str, **fields: Any) -> None:
-        self.emitted.append((event, fields))
-
-
 def login_from(peer: str, user: str = "guest", loopback_users: list[str] | None = None,
                **client: Any) -> tuple[MemoryClient, RecordedEvents]:
     """A full handshake by ``user`` (password "guest") from address ``peer``."""
@@ -101,8 +93,7 @@ def test_guest_is_refused_from_elsewhere_telling_the_event_log_why(peer: str) ->
     assert (close.reply_code, close.reply_text) == (
         403, "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. "
         "For details see the broker logfile.")
-    assert [fields["text"] for event, fields in events.emitted
-            if event == "connection_error"] == [
+    assert [fields["text"] for fields in events.of("connection_error")] == [
         "ACCESS_REFUSED - PLAIN login refused: user 'guest' can only connect via localhost"]
 
 
@@ -111,7 +102,7 @@ def test_a_refused_guest_without_authentication_failure_close_is_hung_up_on() ->
                                 capabilities={"consumer_cancel_notify": True})
     assert [type(m) for m in client.methods()] == [commands.Connection.Start]
     assert client.connection.should_close
-    assert "can only connect via localhost" in events.emitted[-1][1]["text"]
+    assert "can only connect via localhost" in events.emitted[-1].fields()["text"]
 
 
 def test_loopback_users_names_who_is_restricted() -> None:
@@ -191,13 +182,11 @@ def test_a_host_sending_bad_frames_cannot_flood_the_event_log() -> None:
         client = MemoryClient(broker, peer=peer)
         client.send_raw(b"AMQP\x00\x00\x09\x01" + b"\x01\x00\x00\x00\x00\x00\x00\xff")
         assert client.connection.state.value == "closing"
-    hosts = [fields["peer"].split(":")[0] for event, fields in events.emitted
-             if event == "connection_error"]
+    hosts = [fields["peer"].split(":")[0] for fields in events.of("connection_error")]
     assert hosts == ["127.0.0.1"] * BURST + ["127.0.0.2"] * 5
     clock.now += WINDOW
     broker.tick()
-    summaries = [fields for event, fields in events.emitted
-                 if event == "client_errors_suppressed"]
+    summaries = events.of("client_errors_suppressed")
     assert [(s["host"], s["count"]) for s in summaries] == [("127.0.0.1", 30)]
 
 
@@ -361,7 +350,7 @@ def test_a_client_not_reading_its_output_is_not_read_then_dropped() -> None:
     clock.now += 16
     broker.tick()
     assert client.connection.should_close
-    errors = [fields for event, fields in events.emitted if event == "connection_error"]
+    errors = events.of("connection_error")
     assert errors[-1]["text"] == (
         "CONNECTION_FORCED - client did not read its output for 15 s (send_timeout)")
 

@@ -18,9 +18,21 @@ from cluster.core.broker import Broker, BrokerConfig
 from cluster.core.policy import Policy
 from cluster.core.queue import Queue
 from cluster.core.users import Permission
+from cluster.events import NodeEvent
 from cluster.ha.coordinator import Coordinator
 from cluster.peer.codec import FrameBuffer, encode
 from tests.amqp.memory_client import FakeClock, MemoryClient
+
+
+class _NodeReports:
+    """One node's event sink: its events join the cluster's list, in emission order."""
+
+    def __init__(self, node: str, reports: list[tuple[str, NodeEvent]]) -> None:
+        self.node = node
+        self.reports = reports
+
+    def emit(self, event: NodeEvent) -> None:
+        self.reports.append((self.node, event))
 
 
 class SimCluster:
@@ -29,6 +41,8 @@ class SimCluster:
         self.seed = seed
         self.clock = FakeClock()
         self.breaks = Breaks.of(breaks)
+        # Every event any node emitted, (node, event), in the order they were emitted.
+        self.reports: list[tuple[str, NodeEvent]] = []
         self.brokers = {n: self._broker(n, f"i{seed}") for n in names}
         self.coordinators = {
             n: Coordinator(b, n, f"i{seed}", [p for p in names if p != n])
@@ -47,7 +61,8 @@ class SimCluster:
         # Every run of every node draws its own queue uids, as real nodes do: two
         # records of one queue made apart (recovered masters) never share a uid.
         broker = Broker(BrokerConfig(node_name=name, breaks=self.breaks), clock=self.clock,
-                        rng=random.Random(f"{self.seed}/{name}/{incarnation}"))
+                        rng=random.Random(f"{self.seed}/{name}/{incarnation}"),
+                        events=_NodeReports(name, self.reports))
         broker.add_user("guest", "guest", ["administrator"])
         broker.set_permissions("guest", "/", Permission())
         return broker

@@ -72,7 +72,7 @@ def test_a_peer_coming_up_is_told_we_hear_it_before_the_node_hears_of_it() -> No
     assert d.heard("b", "inc1", True, ME, now=2.0) == []  # up and linked: no news
 
 
-def test_a_new_incarnation_is_a_restart_and_clears_the_partition() -> None:
+def test_a_new_incarnation_is_a_restart_and_heals_the_partition() -> None:
     d = detector()
     d.heard("b", "inc1", True, ME, now=0.0)
     d.link_closed("b", now=1.0)
@@ -80,8 +80,10 @@ def test_a_new_incarnation_is_a_restart_and_clears_the_partition() -> None:
     assert d.partitions == {"b"}
     assert d.heard("b", "inc2", True, ME, now=2.0) == [
         PeerDown("b", "restarted"), PeerLost("b"), Heartbeat("b"),
-        PeerUp("b", "inc2", True, False)]
+        PeerUp("b", "inc2", True, False, healed=True)]
     assert d.partitions == set()
+    # a restart with no partition standing heals nothing
+    assert d.heard("b", "inc3", True, ME, now=3.0)[-1] == PeerUp("b", "inc3", True, False)
 
 
 def test_a_peer_that_links_up_before_its_app_reports_the_app_start_and_stop() -> None:
