@@ -22,8 +22,8 @@ from aio_pika.exceptions import AMQPError, ChannelInvalidStateError, DeliveryErr
 from rich.console import Console
 from rich.table import Table
 
-from harness.bench import percentile
-from harness.process_node import NodeProcess, NodeStartError
+from faults.process.node import NodeProcess, NodeStartError
+from harness.bench.stats import percentile
 
 QUEUE = "demo"
 PRODUCER = "p1"

@@ -29,7 +29,8 @@ from typing import Any
 from pamqp import commands, frame, header
 from pamqp.body import ContentBody
 
-from harness.bench import AmqpUrl, LeanConnection
+from harness.bench.client import LeanConnection
+from harness.bench.url import AmqpUrl
 
 SAMPLE_INTERVAL = 0.1
 # What a flooding client lets pile up in its own send buffer before waiting: the

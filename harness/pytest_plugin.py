@@ -205,7 +205,7 @@ def _build_nemesis(kind: str, cluster: Cluster, seed: int) -> Any:
         QueueAdminNemesis,
         combined_nemesis,
     )
-    from faults.toxiproxy.rng import stream
+    from faults.seeds import stream
 
     management = {n: Management(cluster.mgmt_url(n)) for n in cluster.nodes}
     rng = stream(seed, "nemesis", kind)

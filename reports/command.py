@@ -53,3 +53,12 @@ def report_command(path: str | Path, *, html: bool = True, junit: bool = False,
     for target in written:
         out.print(f"wrote {target}", soft_wrap=True)  # a path must stay copyable
     return exit_code(report.results.get("valid", "unknown"))
+
+
+def report_run(run_dir: Path, console: Console) -> None:
+    """A run's full report as ``mirrorchaos run`` ends: the terminal report, and
+    report.html and junit.xml written into the run directory."""
+    report = load(run_dir)
+    render(report, console)
+    write_html(report)
+    write_junit(report)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.process_node import NodeProcess
+from faults.process.node import NodeProcess
 
 
 @pytest.fixture

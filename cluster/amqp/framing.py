@@ -294,6 +294,26 @@ def confirm_frame(channel: int, delivery_tag: int, multiple: bool, ack: bool = T
     return _frame(FRAME_METHOD, channel, payload)
 
 
+# A basic.ack or basic.nack payload: class and method id, delivery tag, bits.
+_CONFIRM = struct.Struct(">IQB")
+_BASIC_NACK = commands.Basic.Nack.index
+
+
+def decode_confirm(payload: bytes) -> tuple[int, bool, bool] | None:
+    """A method payload that is a ``basic.ack`` or ``basic.nack`` as ``(delivery_tag,
+    multiple, ack)``, read without building a method object (what `confirm_frame`
+    encodes); None for any other method, or a confirm of another length, which
+    `decode_method` then reads or refuses."""
+    if len(payload) != _CONFIRM.size:
+        return None
+    index, delivery_tag, bits = _CONFIRM.unpack(payload)
+    if index == BASIC_ACK:
+        return delivery_tag, bool(bits & 1), True
+    if index == _BASIC_NACK:
+        return delivery_tag, bool(bits & 1), False
+    return None
+
+
 def properties_of(raw_header: bytes) -> commands.Basic.Properties:
     """Decode a stored content header's properties (for the management API)."""
     content = header.ContentHeader()

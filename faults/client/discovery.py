@@ -88,7 +88,7 @@ def find_toxiproxy(seed: int, *, environ: Mapping[str, str] | None = None,
         return _start(command, "path", startup_timeout, log_path,
                       lambda _: f"http://{_url_host(host)}:{port}")
     # Port 0: the server picks a free port and prints the URL in its banner.
-    command = [sys.executable, "-m", "harness.cli", "toxiproxy", "serve", "--host", host,
+    command = [sys.executable, "-m", "faults.toxiproxy", "--host", host,
                "--port", "0", "--seed", str(seed)]
     return _start(command, "builtin", startup_timeout, log_path, _banner_url)
 

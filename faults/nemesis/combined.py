@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from faults.client import HealVerifier, ToxiproxyClient
 from faults.management import Management
 from faults.process import ProcessControl
+from faults.seeds import stream
 from faults.topology import Topology
-from faults.toxiproxy.rng import stream
 
 from .admin import PolicyNemesis, QueueAdminNemesis
 from .core import Compose, Nemesis

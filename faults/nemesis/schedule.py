@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from faults.toxiproxy.rng import stream
+from faults.seeds import stream
 
 from . import grudges, targets
 from .core import HEAL, Op

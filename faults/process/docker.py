@@ -13,9 +13,8 @@ import docker.errors
 from docker.client import DockerClient
 from docker.models.containers import Container
 
-from harness.process_node import amqp_answers, http_answers
-
 from .control import ProcessControlError, ProcessState, ProcessStateError, UnknownNode
+from .node import amqp_answers, http_answers
 
 _STATES = {"running": ProcessState.RUNNING, "paused": ProcessState.PAUSED}
 

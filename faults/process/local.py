@@ -10,9 +10,9 @@ from collections.abc import Callable, Mapping, Sequence
 import psutil
 
 from faults.lazyfs import LazyFSError
-from harness.process_node import NodeProcess, NodeStartError
 
 from .control import ProcessControlError, ProcessState, ProcessStateError, UnknownNode
+from .node import NodeProcess, NodeStartError
 
 _PAUSED = {psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP}
 _GONE = {psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD}

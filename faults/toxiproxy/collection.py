@@ -6,7 +6,9 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from . import errors, rng, wire
+from faults import seeds
+
+from . import errors, wire
 from .link import LinkOwner, ToxicLink
 from .stream import Direction
 from .stub import ToxicState
@@ -35,14 +37,14 @@ class Toxic:
     def link_state(self, connection: int) -> ToxicState:
         """The state this toxic starts with on the given connection of its proxy: the
         connection's own random stream, and its toxicity roll drawn first from it."""
-        stream = rng.stream(self.seed, connection)
+        stream = seeds.stream(self.seed, connection)
         return ToxicState(rng=stream, roll=stream.random())
 
 
 class ToxicCollection:
     def __init__(self, seed: int) -> None:
         self._seed = seed
-        self._serials = rng.Serials()
+        self._serials = seeds.Serials()
         self._chains: dict[Direction, list[Toxic]] = {d: [] for d in Direction}
         self._links: dict[ToxicLink, None] = {}
 
@@ -91,7 +93,7 @@ class ToxicCollection:
             direction=direction,
             toxicity=1.0 if toxicity is None else toxicity,
             attributes=decode_attributes(kind(), raw_attributes),
-            seed=rng.derive(self._seed, "toxic", name, self._serials.next(name)),
+            seed=seeds.derive(self._seed, "toxic", name, self._serials.next(name)),
         )
         self._chains[direction].append(toxic)
         links = self._links_for(direction)

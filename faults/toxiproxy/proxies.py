@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import errors, rng, wire
+from faults import seeds
+
+from . import errors, wire
 from .proxy import Proxy
 
 _PROXY = "Proxy"
@@ -34,11 +36,11 @@ def _decode_spec(body: Any, go_type: str) -> _Spec:
 class ProxyCollection:
     def __init__(self, seed: int) -> None:
         self.seed = seed
-        self._serials = rng.Serials()
+        self._serials = seeds.Serials()
         self._proxies: dict[str, Proxy] = {}
 
     def _new_proxy(self, spec: _Spec) -> Proxy:
-        seed = rng.derive(self.seed, "proxy", spec.name, self._serials.next(spec.name))
+        seed = seeds.derive(self.seed, "proxy", spec.name, self._serials.next(spec.name))
         return Proxy(spec.name, spec.listen, spec.upstream, seed)
 
     def by_name(self) -> dict[str, Proxy]:

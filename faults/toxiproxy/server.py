@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import signal
@@ -9,7 +10,8 @@ from types import TracebackType
 
 from aiohttp import web
 
-from . import rng
+from faults import seeds
+
 from .api import VERSION, build_app
 from .proxies import ProxyCollection
 
@@ -26,7 +28,7 @@ class ToxiproxyServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 8474, seed: int | None = None) -> None:
         self.host = host
         self.port = port
-        self.seed = rng.fresh_seed() if seed is None else seed
+        self.seed = seeds.fresh_seed() if seed is None else seed
         self.proxies = ProxyCollection(self.seed)
         self._runner: web.AppRunner | None = None
 
@@ -79,6 +81,24 @@ async def _serve_until_signalled(server: ToxiproxyServer) -> None:
         await stopping.wait()
 
 
+def _port(text: str) -> int:
+    port = int(text) if text.isdigit() else -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port number (0..65535): {text!r}")
+    return port
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """The server's options, for ``python -m faults.toxiproxy`` and the harness's
+    ``mirrorchaos toxiproxy serve`` alike."""
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address of the API (default %(default)s; 0.0.0.0 in a container)")
+    parser.add_argument("--port", type=_port, default=8474,
+                        help="port of the API, 0 for a free one (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="root seed of every random stream (default: drawn and printed)")
+
+
 def serve(host: str, port: int, seed: int | None) -> None:
-    """Serve until SIGINT or SIGTERM (``mirrorchaos toxiproxy serve``)."""
+    """Serve until SIGINT or SIGTERM."""
     asyncio.run(_serve_until_signalled(ToxiproxyServer(host, port, seed)))

@@ -1,17 +1,19 @@
 """``mirrorchaos run SCENARIO`` and ``mirrorchaos scenarios``: argument parsing and what
-the user sees; the run itself is `harness.run.orchestrate`."""
+the user sees; the run itself is `harness.run.orchestrate`. The full report after a run
+is the `Report` that the command line (`reports.cli`) passes to `add_run`."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-import reports
+from harness.arguments import integer, positive_float, positive_int
 from harness.checker import EXIT_BAD_INPUT
 from harness.run.orchestrate import (
     TARGET_RUNTIMES,
@@ -24,12 +26,12 @@ from harness.run.orchestrate import (
 from harness.scenarios import SCENARIOS, ScenarioError, find_scenario
 
 SubParsers = argparse._SubParsersAction
+Report = Callable[[Path, Console], None]
+"""Reports a checked run from its directory: on the console, and as files written into
+the directory (report.html, junit.xml)."""
 
 
-def add_run(sub: SubParsers) -> None:
-    # The CLI's own argument types (imported here: the CLI imports this module).
-    from harness.cli import _int, _positive_float, _positive_int
-
+def add_run(sub: SubParsers, report: Report) -> None:
     p = sub.add_parser(
         "run", help="run a scenario: cluster, workload, faults, drain, check",
         description="Start the scenario's cluster, run its workload and nemesis, heal, "
@@ -43,16 +45,16 @@ def add_run(sub: SubParsers) -> None:
     p.add_argument("--target", choices=("mirrorchaos", "rabbitmq"), default=None,
                    help="the broker: our own nodes, or real RabbitMQ 3.10 (docker runtime "
                         "only; default: the scenario's)")
-    p.add_argument("--seed", type=_int, default=None, help="root seed (default: drawn)")
-    p.add_argument("--time-limit", type=_positive_float, default=None, metavar="S",
+    p.add_argument("--seed", type=integer, default=None, help="root seed (default: drawn)")
+    p.add_argument("--time-limit", type=positive_float, default=None, metavar="S",
                    help="seconds of workload before the drain (warm-up, faults, recovery)")
-    p.add_argument("--nodes", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--nodes", type=positive_int, default=None, metavar="N",
                    help="cluster size (default: the scenario's)")
     p.add_argument("--store", type=Path, default=Path("store"), metavar="DIR",
                    help="where runs are kept (default %(default)s)")
     p.add_argument("--no-live", action="store_true",
                    help="no live display (it is off anyway when stdout is not a terminal)")
-    p.set_defaults(handler=run_command)
+    p.set_defaults(handler=run_command, report=report)
 
 
 def add_scenarios(sub: SubParsers) -> None:
@@ -91,7 +93,7 @@ def run_command(args: argparse.Namespace) -> int:
     console = Console()
     live = None
     if console.is_terminal and not args.no_live:
-        from harness.live import LiveDisplay
+        from harness.run.live import LiveDisplay
         live = LiveDisplay(console)
 
     def started(status: RunStatus) -> None:
@@ -111,7 +113,7 @@ def run_command(args: argparse.Namespace) -> int:
     finally:
         if live is not None:
             live.close()
-    summary(console, outcome)
+    summary(console, outcome, args.report)
     return outcome.exit_code
 
 
@@ -121,15 +123,12 @@ def _check_nodes(package: str, nodes: int) -> None:
                             nodes)
 
 
-def summary(console: Console, outcome: RunOutcome) -> None:
-    """The full report of a checked run (terminal, plus report.html and junit.xml in
-    the run directory), then the verdict and where the run is stored."""
+def summary(console: Console, outcome: RunOutcome, report: Report) -> None:
+    """The full report of a checked run (``report``: terminal, plus report.html and
+    junit.xml in the run directory), then the verdict and where the run is stored."""
     results: dict[str, Any] = outcome.results or {}
     if outcome.results is not None and (outcome.run_dir / "history.jsonl").exists():
-        report = reports.load(outcome.run_dir)
-        reports.render(report, console)
-        reports.write_html(report)
-        reports.write_junit(report)
+        report(outcome.run_dir, console)
     valid = results.get("valid", "unknown")
     style = {True: "green", False: "red"}.get(valid, "yellow")
     console.print(f"verdict: [{style}]{_verdict(valid)}[/{style}]  (exit {outcome.exit_code})")

@@ -39,7 +39,7 @@ from faults.nemesis import (
 )
 from faults.nemesis.view import wait_seen
 from faults.process import ProcessState
-from faults.toxiproxy.rng import derive, fresh_seed
+from faults.seeds import derive, fresh_seed
 from harness.checker import check_command
 from harness.history import HistoryWriter
 from harness.run.cluster_state import SettledState, record_cluster_state

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from faults.client import ToxiproxyClient, ToxiproxyError
-from harness.process_node import amqp_answers, http_answers
+from faults.process.node import amqp_answers, http_answers
 
 from . import docker, process
 from .base import ClusterSpec, ClusterStartError

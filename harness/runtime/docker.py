@@ -1,7 +1,7 @@
 """`DockerRuntime`: one container per node plus one for toxiproxy, on a private bridge
 network per run.
 
-* The image is `harness.image.node_image` (built offline, cached by content hash);
+* The image is `harness.runtime.image.node_image` (built offline, cached by content hash);
   toxiproxy is the project's own server run from the same image.
 * Nodes dial each other through toxiproxy's proxies at the toxiproxy container's
   address; toxiproxy dials nodes by node name, each node container's alias on the
@@ -49,9 +49,8 @@ from faults.ports import free_port
 from faults.process import ProcessControlError
 from faults.process.docker import ContainerNode, DockerProcesses
 from faults.topology import AMQP_PROBE, NODE_LINK_PROBE, NodeAddress, Topology
-from harness import image
 
-from . import ledger, process, reaper
+from . import image, ledger, process, reaper
 from .base import ClusterSpec, ClusterStartError
 from .common import ClusterBase, wait_formed
 
@@ -250,7 +249,7 @@ def start_toxiproxy(client: DockerClient, spec: ClusterSpec, tag: str,
     ``common`` holds the run's network and labels; ``options`` go to the container."""
     network = str(common["network"])
     proxy_host = bridge_address(client.containers.run(
-        tag, ["python", "-m", "harness.cli", "toxiproxy", "serve", "--host", "0.0.0.0",
+        tag, ["python", "-m", "faults.toxiproxy", "--host", "0.0.0.0",
               "--port", str(TOXIPROXY_PORT), "--seed", str(spec.seed)],
         name=container_name(spec.run_id, "toxiproxy"), **common, **options), network)
     toxiproxy = ToxiproxyClient(f"http://{proxy_host}:{TOXIPROXY_PORT}")

@@ -40,8 +40,8 @@ from faults.lazyfs import fuse_unavailable, unmount_under
 from faults.management import Management
 from faults.ports import free_port
 from faults.process import LocalProcesses, ProcessState
+from faults.process.node import NodeProcess, NodeStartError, start_all
 from faults.topology import NodeAddress, Topology
-from harness.process_node import NodeProcess, NodeStartError, start_all
 
 from . import ledger
 from .base import ClusterSpec, ClusterStartError

@@ -1,5 +1,5 @@
 """`RabbitMQRuntime`: real RabbitMQ 3.10 as the cluster (the ``rabbitmq`` target), one
-container per node from Debian's package (`harness.image.rabbitmq_image`, built offline
+container per node from Debian's package (`harness.runtime.image.rabbitmq_image`, built offline
 like the node image), every link through the run's toxiproxy, as `DockerRuntime` does
 for our own nodes.
 
@@ -61,9 +61,8 @@ from faults.ports import free_port
 from faults.process import ProcessControlError
 from faults.process.docker import ContainerNode, DockerProcesses
 from faults.topology import AMQP_PROBE, NODE_LINK_PROBE, NodeAddress, Topology
-from harness import image
 
-from . import ledger, process, reaper
+from . import image, ledger, process, reaper
 from .base import ClusterSpec, ClusterStartError
 from .common import wait_formed
 from .docker import (

@@ -22,7 +22,8 @@ from typing import Any
 
 from rich.console import Console
 
-from faults.toxiproxy.rng import derive
+from faults.seeds import derive
+from harness.arguments import positive_int
 from harness.checker import EXIT_BAD_INPUT
 from harness.scenarios import Scenario, ScenarioError
 from harness.shrink.replay import (
@@ -51,8 +52,6 @@ class BadRun(ValueError):
 
 def add_shrink(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                on_spark: OnSpark) -> None:
-    from harness.cli import _positive_int
-
     p = sub.add_parser(
         "shrink", help="the smallest fault schedule that still fails a run's way",
         description="Replay a failing stored run with parts of its fault schedule "
@@ -65,9 +64,9 @@ def add_shrink(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p.add_argument("run_dir", type=Path, metavar="DIR", help="a stored run that failed")
     p.add_argument("--kind", default=None, metavar="KIND",
                    help="the violation kind to keep (default: the run's most numerous)")
-    p.add_argument("--max-replays", type=_positive_int, default=30, metavar="N",
+    p.add_argument("--max-replays", type=positive_int, default=30, metavar="N",
                    help="replays in all, the first one included (default %(default)s)")
-    p.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
+    p.add_argument("--jobs", type=positive_int, default=1, metavar="N",
                    help="candidates replayed side by side (default %(default)s)")
     p.add_argument("--spark-master", default=None, metavar="URL",
                    help="replay the candidates as Spark tasks on this master (local[N] or "

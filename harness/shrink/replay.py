@@ -119,7 +119,7 @@ def run_locally(seed: int, runtime: str, jobs: int) -> Execute:
         candidate.store.mkdir(parents=True, exist_ok=True)
         with candidate.log.open("wb") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "harness.cli", "run", str(candidate.scenario_file),
+                [sys.executable, "-m", "reports.cli", "run", str(candidate.scenario_file),
                  "--seed", str(seed), "--runtime", runtime, "--store", str(candidate.store),
                  "--no-live"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 preexec_fn=interrupt_when_orphaned)

@@ -16,6 +16,7 @@ from typing import Any
 
 from rich.console import Console
 
+from harness.arguments import integer, positive_float
 from harness.checker import EXIT_BAD_INPUT
 from harness.run.orchestrate import TARGET_RUNTIMES, HarnessError, RunOptions, run_scenario
 from harness.run.store import new_campaign_dir, write_json
@@ -47,9 +48,6 @@ class BadRunDir(BadInput):
 
 
 def add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    # The CLI's own argument types (imported here: the CLI imports this module).
-    from harness.cli import _int, _positive_float
-
     p = sub.add_parser(
         "compare", help="run scenarios on each target with the same seed and compare them",
         description="Run each SCENARIO once per target (broker) with the same seed, one "
@@ -60,14 +58,14 @@ def add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "every run has a verdict, 2 when one has none, 254 bad input, 255 harness failure.")
     p.add_argument("scenarios", nargs="*", metavar="SCENARIO",
                    help="a built-in name (see `mirrorchaos scenarios`) or a TOML file")
-    p.add_argument("--seed", type=_int, default=None, metavar="N",
+    p.add_argument("--seed", type=integer, default=None, metavar="N",
                    help="root seed of every run (required with SCENARIO)")
     p.add_argument("--targets", type=_targets, default=TARGETS, metavar="T,T",
                    help=f"brokers to run on, in column order (default {','.join(TARGETS)})")
     p.add_argument("--runtime", choices=("process", "docker"), default=None,
                    help="where the nodes run, the same for every target (default: the "
                    "scenario's; the rabbitmq target runs in docker only)")
-    p.add_argument("--time-limit", type=_positive_float, default=None, metavar="S",
+    p.add_argument("--time-limit", type=positive_float, default=None, metavar="S",
                    help="each run's seconds of workload (default: the scenario's)")
     p.add_argument("--store", type=Path, default=Path("store"), metavar="DIR",
                    help="where runs and comparisons are kept (default %(default)s)")

@@ -14,6 +14,7 @@ from typing import Any
 from rich.console import Console
 
 from cluster.breakages import CATALOGUE
+from harness.arguments import integer, positive_float, positive_int
 from harness.checker import EXIT_BAD_INPUT
 from harness.checker.command import check_path
 from harness.history.errors import BadHistory
@@ -27,8 +28,6 @@ POWER_FILE = "power.json"
 
 
 def add_power(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from harness.cli import _int, _positive_float, _positive_int
-
     p = sub.add_parser(
         "power", help="run the campaign against the correct broker and every planted bug",
         description="Run each scenario with each seed on the correct broker and on nodes "
@@ -40,7 +39,7 @@ def add_power(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--scenario", action="append", dest="scenarios", metavar="SCENARIO",
                    help="built-in name or TOML file, in the order to try (default: "
                    + ", ".join(CI_SCENARIOS) + ")")
-    p.add_argument("--seed", action="append", dest="seeds", type=_int, metavar="N",
+    p.add_argument("--seed", action="append", dest="seeds", type=integer, metavar="N",
                    help="root seed, repeatable (default: " + ", ".join(map(str, CI_SEEDS)) + ")")
     p.add_argument("--bug", action="append", dest="bugs", metavar="NAME",
                    choices=sorted(CATALOGUE),
@@ -50,13 +49,13 @@ def add_power(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--no-correct", action="store_true", help="skip the correct broker")
     p.add_argument("--full", action="store_true",
                    help="run every scenario even after a bug was caught on that seed")
-    p.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
+    p.add_argument("--jobs", type=positive_int, default=1, metavar="N",
                    help="(target, seed) pairs run side by side, each target's runs on a "
                    "seed still in order (default %(default)s); every run starts a cluster, "
                    "so more jobs than cores make faults land late and may hide a bug")
     p.add_argument("--runtime", choices=("process", "docker"), default="process",
                    help="where the nodes run (default %(default)s)")
-    p.add_argument("--time-limit", type=_positive_float, default=None, metavar="S",
+    p.add_argument("--time-limit", type=positive_float, default=None, metavar="S",
                    help="each run's seconds of workload (default: the scenario's)")
     p.add_argument("--store", type=Path, default=Path("store"), metavar="DIR",
                    help="store root (default %(default)s)")

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from faults.toxiproxy.rng import derive, fresh_seed
+from faults.seeds import derive, fresh_seed
 from harness.run.store import new_campaign_dir
 from reports.soak.progress import Progress
 from reports.soak.task import RunTask, TaskRecord, lost_record, run_task, store_run

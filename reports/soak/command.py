@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from harness.arguments import integer, positive_float, positive_int
 from reports.soak.campaign import CampaignOptions, plan_campaign, run_campaign
 from reports.soak.merge import CampaignReport, merge_campaign
 from reports.soak.page import write_campaign_html
@@ -18,8 +19,6 @@ EXIT_HARNESS_FAILURE = 255
 
 
 def add_soak(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from harness.cli import _int, _positive_float, _positive_int
-
     p = sub.add_parser(
         "soak", help="a campaign of runs fanned out on Spark, merged into one report",
         description="Run each scenario --runs times as Spark tasks, each `mirrorchaos run` "
@@ -33,9 +32,9 @@ def add_soak(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--scenario", action="append", dest="scenarios", metavar="SCENARIO[:N]",
                    help="built-in name or TOML file, with N runs of it (default --runs); "
                    "repeat for several in one campaign (default mixed)")
-    p.add_argument("--runs", type=_positive_int, default=8, metavar="N",
+    p.add_argument("--runs", type=positive_int, default=8, metavar="N",
                    help="runs of a scenario given without :N (default %(default)s)")
-    p.add_argument("--duration", type=_positive_float, default=60.0, metavar="S",
+    p.add_argument("--duration", type=positive_float, default=60.0, metavar="S",
                    help="each run's --time-limit (default %(default)s)")
     p.add_argument("--spark-master", default=DEFAULT_MASTER, metavar="URL",
                    help="Spark master of the runs, local[N] or a cluster's URL; off a "
@@ -45,9 +44,9 @@ def add_soak(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="where each run's nodes live (default %(default)s)")
     p.add_argument("--store", type=Path, default=Path("store"), metavar="DIR",
                    help="store root, on the driver (default %(default)s)")
-    p.add_argument("--seed", type=_int, default=None, metavar="ROOT",
+    p.add_argument("--seed", type=integer, default=None, metavar="ROOT",
                    help="root seed; each run's seed is derived from it (default: drawn)")
-    p.add_argument("--task-timeout", type=_positive_float, default=None, metavar="S",
+    p.add_argument("--task-timeout", type=positive_float, default=None, metavar="S",
                    help="a run still going after this is interrupted and recorded as a "
                    "timeout (default: duration + 240)")
     p.add_argument("--merge", type=Path, default=None, metavar="CAMPAIGN_DIR",

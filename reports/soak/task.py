@@ -99,7 +99,7 @@ class RunTask:
             copy.parent.mkdir(parents=True, exist_ok=True)
             copy.write_text(self.scenario_text, encoding="utf-8")
             scenario = str(copy)
-        return [sys.executable, "-m", "harness.cli", *self.run_args(str(store), scenario)]
+        return [sys.executable, "-m", "reports.cli", *self.run_args(str(store), scenario)]
 
 
 def run_task(task: RunTask) -> TaskRecord:

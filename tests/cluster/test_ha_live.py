@@ -1,5 +1,5 @@
 """Mirrored queues on three real node processes with pika clients: the cases of
-`harness.ha_cases`, each with its fault, must keep the design's promises."""
+`tests.ha_cases`, each with its fault, must keep the design's promises."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from cluster.peer.boot import LastRunningFile
 from faults.management import Management
 from faults.nemesis import Op, QueueAdminNemesis
 from faults.process.local import LocalProcesses
-from harness.ha_cases import (
+from faults.process.node import NodeProcess, NodeStartError, linked_nodes, start_all
+from tests.ha_cases import (
     NodeAccess,
     confirms_survive,
     consumer_survives,
@@ -40,7 +41,6 @@ from harness.ha_cases import (
     unsynchronised_mirrors,
     wait_for,
 )
-from harness.process_node import NodeProcess, NodeStartError, linked_nodes, start_all
 
 NAMES = ["n1", "n2", "n3"]
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from faults.ports import free_port
-from harness.process_node import NodeProcess, start_all
+from faults.process.node import NodeProcess, start_all
 
 TICK = 0.2  # heartbeats every 0.2 s; a peer is down after 4 missed ticks
 
@@ -61,7 +61,7 @@ def events(node: NodeProcess, kind: str) -> list[dict[str, Any]]:
 def toxiproxy_url() -> Iterator[str]:
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "toxiproxy", "serve", "--port", str(port),
+        [sys.executable, "-m", "reports.cli", "toxiproxy", "serve", "--port", str(port),
          "--seed", "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )
     assert server.stdout is not None

@@ -18,8 +18,8 @@ from faults.management import Management
 from faults.nemesis.view import ManagementView
 from faults.ports import free_port
 from faults.process import LocalProcesses
+from faults.process.node import NodeProcess, start_all
 from faults.topology import NodeAddress, Topology
-from harness.process_node import NodeProcess, start_all
 
 TICK = 0.2  # heartbeats every 0.2 s; a peer is down after 4 missed ticks
 SEED = 20240611

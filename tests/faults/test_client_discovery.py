@@ -28,7 +28,7 @@ from pathlib import Path
 args = sys.argv[1:]
 Path(__file__).with_name("argv.json").write_text(json.dumps(args))
 flags = dict(zip(args[::2], args[1::2]))
-os.execv(sys.executable, [sys.executable, "-m", "harness.cli", "toxiproxy", "serve",
+os.execv(sys.executable, [sys.executable, "-m", "faults.toxiproxy",
          "--host", flags["-host"], "--port", flags["-port"], "--seed", flags["-seed"]])
 """
 

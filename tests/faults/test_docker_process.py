@@ -12,7 +12,7 @@ import pytest
 from faults.management import Management
 from faults.process import ProcessState, ProcessStateError
 from faults.process.docker import DockerProcesses
-from harness.process_node import amqp_answers
+from faults.process.node import amqp_answers
 from harness.runtime import ClusterSpec
 from harness.runtime.docker import DockerCluster, DockerRuntime
 from tests.runtime.docker_support import ENGINE, node_image_tag

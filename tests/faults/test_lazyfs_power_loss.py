@@ -14,7 +14,7 @@ from faults.lazyfs import fuse_unavailable, mounted
 from faults.nemesis import Op, ProcessNemesis
 from faults.process import LocalProcesses, ProcessControlError, ProcessState
 from faults.process.docker import ContainerNode, DockerProcesses
-from harness.process_node import NodeProcess
+from faults.process.node import NodeProcess
 from harness.runtime import ClusterStartError
 from harness.runtime import process as runtime_process
 from harness.runtime.process import ProcessRuntime

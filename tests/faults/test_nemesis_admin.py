@@ -9,7 +9,7 @@ import pytest
 
 from faults.management import Management
 from faults.nemesis import InvalidOp, Op, PolicyNemesis
-from harness.process_node import NodeProcess
+from faults.process.node import NodeProcess
 
 HA = {"pattern": r"^ha\.", "definition": {"ha-mode": "all"}, "priority": 0, "apply-to": "all"}
 

@@ -18,7 +18,10 @@ import pytest
 
 from faults.nemesis import LinkNemesis, Nemesis, Op, QueueAdminNemesis
 from harness.checker import check
-from harness.ha_cases import (
+from harness.history import HistoryWriter, read_history
+from harness.run.faults import ActiveFaults, RecordedNemesis
+from tests.faults.cluster_support import LiveCluster, running_cluster, wait_until
+from tests.ha_cases import (
     NodeAccess,
     declare_mirrored,
     publish,
@@ -26,9 +29,6 @@ from harness.ha_cases import (
     synchronised_mirrors,
     unsynchronised_mirrors,
 )
-from harness.history import HistoryWriter, read_history
-from harness.run.faults import ActiveFaults, RecordedNemesis
-from tests.faults.cluster_support import LiveCluster, running_cluster, wait_until
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import aiohttp
 
-from faults.toxiproxy import ToxiproxyServer, rng
+from faults import seeds
+from faults.toxiproxy import ToxiproxyServer
 from faults.toxiproxy.toxics import Latency, Slicer
 from tests.faults.toxiproxy_support import Api, EchoServer, connect, read_exactly
 
@@ -66,12 +67,12 @@ async def test_recreated_toxic_gets_a_new_stream(
 
 def test_streams_do_not_depend_on_the_interpreter() -> None:
     # A stable hash, not Python's salted hash(): another process must agree.
-    code = "from faults.toxiproxy import rng; print(rng.derive(99, 'proxy', 'p', 0))"
+    code = "from faults import seeds; print(seeds.derive(99, 'proxy', 'p', 0))"
     env = dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=str(REPO))
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
-    assert int(out.stdout) == rng.derive(99, "proxy", "p", 0)
+    assert int(out.stdout) == seeds.derive(99, "proxy", "p", 0)
 
 
 async def test_measured_delays_follow_the_seeded_stream(

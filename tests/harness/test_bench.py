@@ -9,65 +9,69 @@ import asyncio
 from typing import Any
 
 import pytest
+from pamqp import commands
 
+from cluster.amqp import framing
 from faults.ports import free_port
-from harness import bench, cli
+from harness.bench import client, command, confirms, stages, stats
+from harness.bench.url import AmqpUrl, parse_amqp_url
+from reports import cli
 
 
 def test_percentile_is_nearest_rank() -> None:
     values = [float(v) for v in range(100, 0, -1)]  # unsorted on purpose
-    assert bench.percentile(values, 50) == 50.0
-    assert bench.percentile(values, 99) == 99.0
-    assert bench.percentile(values, 100) == 100.0
-    assert bench.percentile(values, 0) == 1.0
-    assert bench.percentile([3.0, 1.0, 2.0], 50) == 2.0
-    assert bench.percentile([7.5], 99) == 7.5
+    assert stats.percentile(values, 50) == 50.0
+    assert stats.percentile(values, 99) == 99.0
+    assert stats.percentile(values, 100) == 100.0
+    assert stats.percentile(values, 0) == 1.0
+    assert stats.percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert stats.percentile([7.5], 99) == 7.5
 
 
 @pytest.mark.parametrize("values, q", [([], 50.0), ([1.0], -1.0), ([1.0], 100.5)])
 def test_percentile_rejects_bad_input(values: list[float], q: float) -> None:
     with pytest.raises(ValueError):
-        bench.percentile(values, q)
+        stats.percentile(values, q)
 
 
 def test_ratios_divide_by_the_first_url() -> None:
     first = {"throughput_transient": 2000.0, "latency_p99_ms_transient": 4.0, "only_first": 1.0}
     other = {"throughput_transient": 2240.0, "latency_p99_ms_transient": 2.0, "only_other": 9.0}
-    assert bench.ratios(first, other) == {
+    assert stats.ratios(first, other) == {
         "throughput_transient": 1.12,
         "latency_p99_ms_transient": 0.5,
     }
 
 
 def test_ratio_against_a_zero_reference_is_null() -> None:
-    assert bench.ratios({"latency_p50_ms_transient": 0.0}, {"latency_p50_ms_transient": 1.0}) == {
+    assert stats.ratios({"latency_p50_ms_transient": 0.0}, {"latency_p50_ms_transient": 1.0}) == {
         "latency_p50_ms_transient": None
     }
 
 
 def test_parse_amqp_url_defaults_and_vhost() -> None:
-    url = bench.parse_amqp_url("amqp://127.0.0.1")
-    assert url == bench.AmqpUrl("127.0.0.1", 5672, "guest", "guest", "/")
-    assert bench.parse_amqp_url("amqp://h:1/%2F").vhost == "/"
-    assert bench.parse_amqp_url("amqp://h:1/").vhost == "/"
-    named = bench.parse_amqp_url("amqp://u%40x:p%2Fw@h:5682/a%2Fb")
+    url = parse_amqp_url("amqp://127.0.0.1")
+    assert url == AmqpUrl("127.0.0.1", 5672, "guest", "guest", "/")
+    assert parse_amqp_url("amqp://h:1/%2F").vhost == "/"
+    assert parse_amqp_url("amqp://h:1/").vhost == "/"
+    named = parse_amqp_url("amqp://u%40x:p%2Fw@h:5682/a%2Fb")
     assert (named.user, named.password, named.port, named.vhost) == ("u@x", "p/w", 5682, "a/b")
 
 
 def test_displayed_url_hides_the_password() -> None:
-    url = bench.parse_amqp_url("amqp://bob:s3cret@localhost:5999/prod")
+    url = parse_amqp_url("amqp://bob:s3cret@localhost:5999/prod")
     assert url.display == "amqp://bob:***@localhost:5999/prod"
-    assert "s3cret" not in str(bench.BrokerError(url.display, "refused"))
+    assert "s3cret" not in str(client.BrokerError(url.display, "refused"))
 
 
 @pytest.mark.parametrize("text", ["http://h/", "amqps://h/", "amqp:///vhost", "amqp://h:99999/"])
 def test_parse_amqp_url_rejects(text: str) -> None:
     with pytest.raises(ValueError):
-        bench.parse_amqp_url(text)
+        parse_amqp_url(text)
 
 
 async def test_confirm_run_settles_single_multiple_and_nacked_tags() -> None:
-    run = bench._ConfirmRun(first_tag=11, count=5, loop=asyncio.get_running_loop())
+    run = confirms.ConfirmRun(first_tag=11, count=5, loop=asyncio.get_running_loop())
     run.mark_sent(5, now=1.0)
     run.settle(13, multiple=False, ack=True, now=1.5)  # out of order, single
     assert (run.confirmed, run.outstanding) == (1, 4)
@@ -90,16 +94,18 @@ class _FakeStage:
     def __init__(self, by_port: dict[int, dict[str, float]]) -> None:
         self.by_port = by_port
 
-    def figures(self, workload: bench.Workload) -> dict[str, bench.Figure]:
-        return {"throughput_transient": bench.Figure("msg/s", "higher")}
+    def figures(self, workload: stages.Workload) -> dict[str, stages.Figure]:
+        return {"throughput_transient": stages.Figure("msg/s", "higher")}
 
-    async def measure(self, target: bench.TargetResult, ctx: bench.BenchContext) -> dict[str, Any]:
+    async def measure(
+        self, target: stages.TargetResult, ctx: stages.BenchContext
+    ) -> dict[str, Any]:
         target.figures.update(self.by_port[target.url.port])
         return {"seen_targets": len(ctx.results)}
 
 
 async def test_report_shape_has_ratios_for_every_url_after_the_first() -> None:
-    urls = [bench.parse_amqp_url(f"amqp://127.0.0.1:{p}") for p in (1, 2, 3)]
+    urls = [parse_amqp_url(f"amqp://127.0.0.1:{p}") for p in (1, 2, 3)]
     stage = _FakeStage(
         {
             1: {"throughput_transient": 100.0},
@@ -107,8 +113,8 @@ async def test_report_shape_has_ratios_for_every_url_after_the_first() -> None:
             3: {"throughput_transient": 50.0},
         }
     )
-    report = await bench.run_bench(urls, bench.Workload(), stages=[stage])
-    assert report["client"]["name"] == bench.CLIENT_NAME
+    report = await command.run_bench(urls, stages.Workload(), stages=[stage])
+    assert report["client"]["name"] == client.CLIENT_NAME
     assert report["figures"] == {"throughput_transient": {"unit": "msg/s", "better": "higher"}}
     first, second, third = report["results"]
     assert "ratio_vs_first" not in first
@@ -156,24 +162,24 @@ def test_unreachable_url_is_a_clear_error(capsys: pytest.CaptureFixture[str]) ->
 
 def test_confirm_gaps_find_the_failover_pause_and_the_first_confirm_after_the_kill() -> None:
     times = [0.0, 0.01, 0.02, 0.03, 0.25, 0.26, 0.27]
-    gaps = bench.confirm_gaps(times, kill_at=0.05)
+    gaps = stats.confirm_gaps(times, kill_at=0.05)
     assert gaps.longest == pytest.approx(0.22)
     assert gaps.longest_before_kill == pytest.approx(0.01)
     assert gaps.kill_to_first_confirm == pytest.approx(0.20)
 
 
 def test_confirm_gaps_with_no_confirm_after_the_kill_and_bad_input() -> None:
-    gaps = bench.confirm_gaps([0.0, 0.5, 0.6], kill_at=1.0)
+    gaps = stats.confirm_gaps([0.0, 0.5, 0.6], kill_at=1.0)
     assert (gaps.longest, gaps.kill_to_first_confirm) == (0.5, None)
     assert gaps.longest_before_kill == 0.5
     with pytest.raises(ValueError):
-        bench.confirm_gaps([], kill_at=0.0)
+        stats.confirm_gaps([], kill_at=0.0)
     with pytest.raises(ValueError):
-        bench.confirm_gaps([0.2, 0.1], kill_at=0.0)
+        stats.confirm_gaps([0.2, 0.1], kill_at=0.0)
 
 
 async def test_confirm_run_knows_which_tags_were_acked_and_when() -> None:
-    run = bench._ConfirmRun(first_tag=1, count=4, loop=asyncio.get_running_loop())
+    run = confirms.ConfirmRun(first_tag=1, count=4, loop=asyncio.get_running_loop())
     run.mark_sent(4, now=0.0)
     run.settle(2, multiple=True, ack=True, now=1.0)
     run.settle(3, multiple=False, ack=False, now=2.0)
@@ -183,7 +189,7 @@ async def test_confirm_run_knows_which_tags_were_acked_and_when() -> None:
 
 
 async def test_numbered_publishes_carry_their_delivery_tag_in_the_body() -> None:
-    conn = bench.LeanConnection(bench.parse_amqp_url("amqp://127.0.0.1:1"))
+    conn = client.LeanConnection(parse_amqp_url("amqp://127.0.0.1:1"))
     sent: list[bytes] = []
     conn._transport = type("T", (), {"write": lambda self, data: sent.append(data)})()
     frames = conn.numbered_publish_frames("q", 20, persistent=True)
@@ -196,6 +202,64 @@ async def test_numbered_publishes_carry_their_delivery_tag_in_the_body() -> None
         body = message[-21:-1]  # the body frame's payload, before the frame-end octet
         assert body == (i + 1).to_bytes(8, "big") + b"x" * 12
 
+
+
+class _Transport:
+    """What the lean client writes, and whether it closed the socket."""
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.sent.append(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _reading_client() -> tuple[client.LeanConnection, _Transport]:
+    conn = client.LeanConnection(parse_amqp_url("amqp://127.0.0.1:1"))
+    transport = _Transport()
+    conn._transport = transport  # type: ignore[assignment]
+    return conn, transport
+
+
+async def test_confirms_split_anywhere_settle_the_run_and_refill() -> None:
+    conn, _ = _reading_client()
+    refills: list[int] = []
+    run = conn.begin_run(4, lambda: refills.append(run.confirmed))
+    run.mark_sent(4, now=0.0)
+    stream = (framing.confirm_frame(1, 2, multiple=True)
+              + framing.confirm_frame(1, 3, multiple=False, ack=False)
+              + framing.confirm_frame(1, 4, multiple=False))
+    for start in range(0, len(stream), 5):  # cut inside frames, as TCP may
+        conn.data_received(stream[start : start + 5])
+    assert (run.confirmed, run.nacked, run.finished.done()) == (3, 1, True)
+    assert refills and refills[-1] == 3
+
+
+async def test_a_broker_refusing_the_protocol_or_sending_a_bad_frame_fails_the_client() -> None:
+    conn, transport = _reading_client()
+    conn.data_received(b"AMQP\x00\x00\x09\x01")
+    assert conn.closed and transport.closed
+    assert "rejected AMQP 0-9-1" in conn.error_text
+    conn, transport = _reading_client()
+    run = conn.begin_run(1, None)
+    run.mark_sent(1, now=0.0)
+    bad = bytearray(framing.confirm_frame(1, 1, multiple=False))
+    bad[-1] = 0
+    conn.data_received(framing.confirm_frame(1, 1, multiple=False) + bytes(bad))
+    assert run.confirmed == 1  # the frame before the bad one is read first
+    assert conn.error_text == "malformed frame from broker"
+
+
+async def test_a_broker_close_is_answered_and_fails_the_client() -> None:
+    conn, transport = _reading_client()
+    close = commands.Connection.Close(320, "CONNECTION_FORCED - bye", 0, 0)
+    conn.data_received(framing.method_frame(0, close))
+    assert transport.sent == [framing.method_frame(0, commands.Connection.CloseOk())]
+    assert conn.error_text == "broker closed the connection: 320 CONNECTION_FORCED - bye"
 
 @pytest.mark.parametrize(
     "extra, message",

@@ -9,8 +9,8 @@ import pytest
 from docker.client import DockerClient
 
 from faults.ports import free_port
-from harness import image
-from harness.process_node import amqp_answers
+from faults.process.node import amqp_answers
+from harness.runtime import image
 from harness.runtime.base import no_progress
 from tests.runtime.docker_support import ENGINE
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.image import PROJECT_ROOT
+from harness.runtime.image import PROJECT_ROOT
 
 # With the image's other tests (the docker-tests session): two wheel builds, a minute.
 pytestmark = pytest.mark.docker
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.docker
 BUILD = """
 import sys
 from pathlib import Path
-from harness.image import _build_wheels, _dependency_pins, _one_build_at_a_time
+from harness.runtime.image import _build_wheels, _dependency_pins, _one_build_at_a_time
 scratch = Path(sys.argv[1])
 scratch.mkdir()
 with _one_build_at_a_time(print):

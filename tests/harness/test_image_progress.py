@@ -16,7 +16,7 @@ from typing import Any
 import docker.errors
 import pytest
 
-from harness import image
+from harness.runtime import image
 
 # Writes its last argument (the tarball) and says a stage, as the real one does.
 MMDEBSTRAP = """#!/bin/sh

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import image
+from harness.runtime import image
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def test_the_tag_follows_the_sources_the_base_and_the_dependencies(project: Path
     assert any(pin.startswith("pika==") for pin in pins)
     tag = image._node_tag("base:1", pins)
     assert tag.startswith(f"{image.NODE_REPOSITORY}:")
-    source = project / "harness" / "cli.py"
+    source = project / "harness" / "commands.py"
     original = source.read_bytes()
     source.write_bytes(original + b"\n# changed\n")
     assert image._node_tag("base:1", pins) != tag

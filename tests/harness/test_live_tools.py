@@ -14,9 +14,9 @@ import pika.exceptions
 import pytest
 
 from faults.ports import free_port
-from harness import cli
+from faults.process.node import NodeProcess
 from harness.history import HistoryBuilder
-from harness.process_node import NodeProcess
+from reports import cli
 
 
 def test_bench_measures_a_node_and_cleans_up(
@@ -58,7 +58,7 @@ def test_bench_names_the_url_when_login_is_refused(
 
 def test_demo_runs_a_node_and_every_message_arrives_once() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "demo", "--messages", "500"],
+        [sys.executable, "-m", "reports.cli", "demo", "--messages", "500"],
         capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 0, done.stderr
@@ -66,11 +66,11 @@ def test_demo_runs_a_node_and_every_message_arrives_once() -> None:
     assert "500" in done.stdout
 
 
-def test_toxiproxy_serve_command_answers_the_api_and_stops_on_sigterm() -> None:
+@pytest.mark.parametrize("command", [["faults.toxiproxy"], ["reports.cli", "toxiproxy", "serve"]])
+def test_toxiproxy_serve_command_answers_the_api_and_stops_on_sigterm(command: list[str]) -> None:
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "toxiproxy", "serve", "--port", str(port),
-         "--seed", "7"],
+        [sys.executable, "-m", *command, "--port", str(port), "--seed", "7"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
@@ -90,7 +90,7 @@ def test_check_command_exits_with_the_verdict(tmp_path: Path) -> None:
     lossy.publish("p1-1")
     lossy.drain()
     lossy.write(tmp_path / "history.jsonl")
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "check", str(tmp_path)],
+    done = subprocess.run([sys.executable, "-m", "reports.cli", "check", str(tmp_path)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1, done.stderr
     assert json.loads(done.stdout)["counts"]["lost"] == 1

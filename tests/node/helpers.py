@@ -22,7 +22,7 @@ from pamqp.base import Frame as Method
 from pamqp.exceptions import UnmarshalingException
 from pika.adapters.blocking_connection import BlockingChannel
 
-from harness.process_node import NodeProcess
+from faults.process.node import NodeProcess
 
 NodeFactory = Callable[..., NodeProcess]
 

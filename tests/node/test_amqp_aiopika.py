@@ -18,7 +18,7 @@ from aio_pika.abc import (
 from aio_pika.exceptions import ChannelNotFoundEntity, ChannelPreconditionFailed, PublishError
 from aiormq.exceptions import ChannelAccessRefused, ChannelLockedResource
 
-from harness.process_node import NodeProcess
+from faults.process.node import NodeProcess
 from tests.node.helpers import (
     NodeFactory,
     aconnect,

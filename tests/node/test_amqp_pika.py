@@ -8,7 +8,7 @@ import pika.exceptions
 import pytest
 from pamqp import commands, encode
 
-from harness.process_node import NodeProcess
+from faults.process.node import NodeProcess
 from tests.node.helpers import (
     PROTOCOL_HEADER,
     NodeFactory,

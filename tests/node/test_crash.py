@@ -15,7 +15,7 @@ import pytest
 from pamqp import commands
 
 from cluster.amqp import tablejson
-from harness.process_node import NodeProcess
+from faults.process.node import NodeProcess
 from tests.node.helpers import (
     PERSISTENT,
     NodeFactory,

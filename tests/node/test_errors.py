@@ -10,7 +10,7 @@ import pytest
 from pamqp import commands
 from pika.adapters.blocking_connection import BlockingChannel
 
-from harness.process_node import NodeProcess
+from faults.process.node import NodeProcess
 from tests.node.helpers import (
     PROTOCOL_HEADER,
     NodeFactory,

@@ -20,9 +20,9 @@ import asyncio
 
 import pytest
 
-from harness.bench import parse_amqp_url
+from faults.process.node import NodeProcess
+from harness.bench.url import parse_amqp_url
 from harness.flood import FloodResult, FloodSpec, run_flood
-from harness.process_node import NodeProcess
 from tests.node.helpers import (
     NodeFactory,
     assert_no_traceback,

@@ -12,7 +12,7 @@ import pytest
 from pamqp import commands
 from pika.adapters.blocking_connection import BlockingChannel
 
-from harness.process_node import NodeProcess
+from faults.process.node import NodeProcess
 from tests.node.helpers import (
     HEARTBEAT_FRAME,
     NodeFactory,

@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from harness.process_node import NodeProcess
+from faults.process.node import NodeProcess
 from tests.node.helpers import (
     NodeFactory,
     api,

@@ -11,7 +11,7 @@ import pika
 import pika.exceptions
 import pytest
 
-from harness.process_node import NodeProcess
+from faults.process.node import NodeProcess
 from tests.node.helpers import (
     api,
     assert_error,

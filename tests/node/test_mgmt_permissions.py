@@ -10,7 +10,7 @@ from typing import Any
 import pika
 import pytest
 
-from harness.process_node import NodeProcess
+from faults.process.node import NodeProcess
 from tests.node.helpers import NodeFactory, api, config_toml, connect, ok
 
 PASSWORD = "pw"

@@ -14,7 +14,7 @@ import pytest
 
 from cluster import mqctl
 from faults.ports import free_port
-from harness.process_node import NodeProcess
+from faults.process.node import NodeProcess
 from tests.node.helpers import connect, numbered, publish_bodies, refused_at_open
 
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from pamqp import commands
 from pamqp.base import Frame as Method
 
-from harness.process_node import NodeProcess
+from faults.process.node import NodeProcess
 from tests.examples import examples
 from tests.node.helpers import (
     PROTOCOL_HEADER,

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from harness.cli import main
 from harness.run.orchestrate import HarnessError, RunOptions, RunOutcome
 from harness.scenarios import Scenario
+from reports.cli import main
 from reports.compare import RunRecord, compare, markdown, read_run_dir, render_comparison
 from reports.compare import command as compare_module
 from reports.compare.command import BadRunDir

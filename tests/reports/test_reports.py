@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from harness.cli import main
 from harness.history import HistoryBuilder
 from reports import load, render, render_html, write_html, write_junit
+from reports.cli import main
 from reports.describe import ANOMALY_COUNTS, MESSAGE_COUNTS
 from reports.junit import CHECKER_OF_KIND
 from tests.reports.runs import (

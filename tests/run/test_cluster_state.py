@@ -10,8 +10,8 @@ from pathlib import Path
 
 from faults.management import Management
 from faults.nemesis import Op
+from faults.process.node import NodeProcess
 from harness.history import HistoryWriter, read_history
-from harness.process_node import NodeProcess
 from harness.run.cluster_state import (
     SettledState,
     queue_states,

@@ -20,13 +20,13 @@ from rich.console import Console
 
 from faults.nemesis import NoopNemesis, Op
 from harness.checker import check
-from harness.ha_cases import wait_for
 from harness.history import HistoryWriter, read_history
-from harness.live import LiveDisplay
 from harness.run import RunOptions, RunStatus, effective_scenario, orchestrate, queue_members
 from harness.run.faults import ActiveFaults, RecordedNemesis, _cut_off
+from harness.run.live import LiveDisplay
 from harness.scenarios import SCENARIOS, Scenario
 from harness.workload import Recorder
+from tests.ha_cases import wait_for
 
 RESULT_KEYS = {"scenario", "seed", "runtime", "valid", "counts", "violations", "caveats",
                "latency_ms", "faults"}
@@ -35,7 +35,7 @@ COUNT_KEYS = {"attempted", "confirmed", "nacked", "indeterminate", "delivered", 
 
 
 def mirrorchaos(*args: str, timeout: float = 100) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "reports.cli", *args], capture_output=True,
                           text=True, timeout=timeout, check=False)
 
 
@@ -138,7 +138,7 @@ def test_sigterm_stops_a_run_removing_its_cluster_and_keeping_its_history(
         tmp_path: Path) -> None:
     """As a cancelled CI job or a `kill` does: no node or proxy outlives the run."""
     store = tmp_path / "store"
-    run = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "smoke", "--seed", "4",
+    run = subprocess.Popen([sys.executable, "-m", "reports.cli", "run", "smoke", "--seed", "4",
                             "--time-limit", "60", "--store", str(store)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

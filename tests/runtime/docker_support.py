@@ -8,7 +8,7 @@ import docker
 import docker.errors
 from docker.client import DockerClient
 
-from harness import image
+from harness.runtime import image
 from harness.runtime.base import no_progress
 
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import psutil
 
-from harness.process_node import amqp_answers
+from faults.process.node import amqp_answers
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def mirrorchaos(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.cli", "cluster", "--store",
+    return subprocess.run([sys.executable, "-m", "reports.cli", "cluster", "--store",
                            str(store), *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=60, check=False)
 

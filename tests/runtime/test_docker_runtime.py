@@ -17,10 +17,10 @@ import pytest
 from docker.client import DockerClient
 
 from faults.management import Management
-from harness.ha_cases import wait_for
-from harness.process_node import amqp_answers, http_answers
+from faults.process.node import amqp_answers, http_answers
 from harness.runtime import ClusterSpec
 from harness.runtime.docker import DockerCluster, DockerRuntime, network_name
+from tests.ha_cases import wait_for
 from tests.runtime.docker_support import ENGINE, node_image_tag, run_objects
 
 # The docker-tests session: the node image is built on first use (minutes).

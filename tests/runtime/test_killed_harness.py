@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILD_STEP = """
 import signal
 signal.signal(signal.SIGINT, signal.default_int_handler)
-from harness import image
+from harness.runtime import image
 with image._scratch("rootfs") as scratch:
     image._run("step", ["sh", "-c", "sleep 600 & echo started; wait", "step",
                         str(scratch / "rootfs.tar")], scratch,
@@ -44,7 +44,7 @@ def harness_env(tmp_path: Path) -> dict[str, str]:
 
 
 def start_next_harness(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "harness.cli", "scenarios"], cwd=ROOT,
+    subprocess.run([sys.executable, "-m", "reports.cli", "scenarios"], cwd=ROOT,
                    env=harness_env(tmp_path), check=True, stdout=subprocess.DEVNULL)
 
 
@@ -87,7 +87,7 @@ def test_a_run_killed_mid_way_leaves_only_its_history_once_the_next_harness_star
         tmp_path: Path) -> None:
     store = tmp_path / "store"
     killed = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", "smoke", "--runtime", "process",
+        [sys.executable, "-m", "reports.cli", "run", "smoke", "--runtime", "process",
          "--store", str(store), "--no-live"],
         cwd=ROOT, env=harness_env(tmp_path), stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True)

@@ -19,10 +19,10 @@ from faults import ports
 from faults.lazyfs import fuse_unavailable, unmount_under
 from faults.management import Management
 from faults.process import ProcessControlError, ProcessState
-from harness.ha_cases import wait_for
-from harness.process_node import NodeStartError, amqp_answers, http_answers
+from faults.process.node import NodeStartError, amqp_answers, http_answers
 from harness.runtime import ClusterSpec, ClusterStartError, ledger
 from harness.runtime.process import ProcessCluster, ProcessRuntime, stop_recorded
+from tests.ha_cases import wait_for
 
 TICK = 0.2
 ROOT = Path(__file__).resolve().parents[2]

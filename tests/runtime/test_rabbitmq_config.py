@@ -8,10 +8,10 @@ import ipaddress
 
 import pytest
 
-from harness.cli import main
 from harness.run.orchestrate import HarnessError, make_runtime
 from harness.runtime import ClusterStartError
 from harness.runtime.rabbitmq import link_addresses, node_config, partition_handling, shorten
+from reports.cli import main
 
 
 def test_partition_handling_is_the_only_node_argument() -> None:

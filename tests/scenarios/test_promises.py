@@ -31,7 +31,7 @@ def test_a_scenario_keeps_its_promise_at_twice_its_time_limit(name: str,
     scenario = SCENARIOS[name]
     limit = STRETCH * scenario.runtime_seconds
     done = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", name, "--runtime", "process",
+        [sys.executable, "-m", "reports.cli", "run", name, "--runtime", "process",
          "--time-limit", f"{limit:g}", "--seed", str(SEED), "--store", str(tmp_path)],
         capture_output=True, text=True, timeout=limit + 600, check=False)
     (results_path,) = tmp_path.glob(f"{name}/*/results.json")

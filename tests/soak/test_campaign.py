@@ -17,10 +17,10 @@ from typing import Any
 import psutil
 import pytest
 
-from harness.ha_cases import wait_for
 from reports.soak.campaign import CampaignOptions, plan_campaign, run_campaign, run_seed
 from reports.soak.merge import merge_campaign
 from reports.soak.task import RunTask, run_task, store_run
+from tests.ha_cases import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKEN = ROOT / "examples" / "broken-redelivery.toml"
@@ -165,7 +165,7 @@ def _mirrorchaos(*args: str, cwd: Path, timeout: float) -> subprocess.CompletedP
     """The installed ``mirrorchaos`` command, as an engineer runs it, from ``cwd``; what
     it starts keeps its temporary files there (so `_run_processes` finds it)."""
     script = Path(sys.executable).with_name("mirrorchaos")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "harness.cli"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "reports.cli"]
     (cwd / "tmp").mkdir(exist_ok=True)
     return subprocess.run([*command, *args], cwd=cwd, capture_output=True, text=True,
                           env={**os.environ, "TMPDIR": str(cwd / "tmp")}, timeout=timeout,

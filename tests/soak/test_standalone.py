@@ -20,9 +20,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.ha_cases import wait_for
 from reports.soak.campaign import run_seed
 from reports.soak.standalone import HOST, Worker, standalone_cluster
+from tests.ha_cases import wait_for
 
 pytestmark = [pytest.mark.soak_cluster, pytest.mark.timeout(1200)]
 
@@ -53,7 +53,7 @@ def test_a_worker_or_executor_killed_mid_campaign_loses_no_run(kill: str,
         doomed = cluster.workers[0]
         with log.open("wb") as out:
             soak = subprocess.Popen(
-                [sys.executable, "-m", "harness.cli", "soak", "--spark-master",
+                [sys.executable, "-m", "reports.cli", "soak", "--spark-master",
                  cluster.master_url, "--scenario", f"smoke:{RUNS}", "--duration", "10",
                  "--seed", str(ROOT_SEED), "--store", str(store)],
                 stdout=out, stderr=subprocess.STDOUT,

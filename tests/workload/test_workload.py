@@ -17,13 +17,13 @@ import aio_pika
 import pytest
 
 from faults.management import Management
+from faults.process.node import NodeProcess
 from harness.checker import check
-from harness.ha_cases import NodeAccess, declare_mirrored
 from harness.history import HistoryWriter, read_history
-from harness.process_node import NodeProcess
 from harness.workload import Recorder, Workload, WorkloadSpec, drain
 from harness.workload.clients import Address
 from tests.faults.cluster_support import running_cluster
+from tests.ha_cases import NodeAccess, declare_mirrored
 
 NODE = "n1"
 

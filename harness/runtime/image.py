@@ -45,7 +45,7 @@ from docker.client import DockerClient
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from harness.runtime import ledger
+from . import ledger
 
 SUITE = "bookworm"
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "procps", "iproute2")
@@ -55,7 +55,7 @@ BASE_REPOSITORY = "mirrorchaos-base"
 RABBITMQ_PACKAGES = ("rabbitmq-server",)
 RABBITMQ_REPOSITORY = "mirrorchaos-rabbitmq"
 NODE_REPOSITORY = "mirrorchaos-node"
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # pip builds the project's wheel in PROJECT_ROOT/build; builds take turns on this lock.
 BUILD_LOCK = PROJECT_ROOT / "build" / "mirrorchaos-image.lock"
 

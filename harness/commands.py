@@ -1,60 +1,20 @@
-"""`mirrorchaos` command line: parses arguments and dispatches to one module per subcommand."""
+"""The harness's subcommands that have no package of their own: ``bench``, ``demo``,
+``check`` and ``toxiproxy``. The `mirrorchaos` command line that puts them beside the
+others is `reports.cli`."""
 
 from __future__ import annotations
 
 import argparse
-import signal
-import sys
-from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from faults.toxiproxy import serve as serve_toxiproxy
+from faults.toxiproxy.server import add_serve_arguments
 from harness import bench, demo
+from harness.arguments import non_negative_int, positive_float, positive_int
 from harness.checker import check_command
-from harness.run import add_run, add_scenarios
-from harness.runtime import ledger
-from harness.runtime.command import add_cluster_command
-from harness.runtime.process import stop_recorded
-from harness.shrink.command import add_shrink
-from harness.shrink.replay import ClosingExecute
-from reports.command import add_report_parser
-from reports.compare import add_compare
-from reports.power.command import add_power
-from reports.soak.command import add_soak
 
-Handler = Callable[[argparse.Namespace], int]
+SubParsers = argparse._SubParsersAction
 _T = TypeVar("_T")
-
-
-def _positive_int(text: str) -> int:
-    value = _int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    value = _int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
-    return value
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
 
 
 def _amqp_url(text: str) -> bench.AmqpUrl:
@@ -64,7 +24,7 @@ def _amqp_url(text: str) -> bench.AmqpUrl:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
-def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_bench(sub: SubParsers) -> None:
     defaults = bench.Workload()
     p = sub.add_parser(
         "bench",
@@ -84,13 +44,13 @@ def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument(
         "--messages",
-        type=_positive_int,
+        type=positive_int,
         default=defaults.messages,
         help="messages per measured run (default %(default)s)",
     )
     p.add_argument(
         "--size",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=defaults.size,
         metavar="BYTES",
         help="message body size (default %(default)s)",
@@ -103,13 +63,13 @@ def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument(
         "--window",
-        type=_positive_int,
+        type=positive_int,
         default=defaults.window,
         help="unconfirmed messages in flight for throughput (default %(default)s)",
     )
     p.add_argument(
         "--rate",
-        type=_positive_float,
+        type=positive_float,
         default=None,
         metavar="MSGS_PER_S",
         help="publish rate for confirm latency (default: half the lowest "
@@ -123,19 +83,19 @@ def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument(
         "--warmup",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=defaults.warmup,
         help="unmeasured messages before each measurement (default %(default)s)",
     )
     p.add_argument(
         "--repeat",
-        type=_positive_int,
+        type=positive_int,
         default=defaults.repeat,
         help="throughput runs per delivery mode; the median is reported (default %(default)s)",
     )
     p.add_argument(
         "--timeout",
-        type=_positive_float,
+        type=positive_float,
         default=defaults.timeout,
         metavar="SECONDS",
         help="connect timeout and longest wait for a "
@@ -173,14 +133,14 @@ def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument(
         "--failover-before",
-        type=_positive_float,
+        type=positive_float,
         default=defaults.failover_before,
         metavar="SECONDS",
         help="steady publishing before the kill (default %(default)s)",
     )
     p.add_argument(
         "--failover-after",
-        type=_positive_float,
+        type=positive_float,
         default=defaults.failover_after,
         metavar="SECONDS",
         help="steady publishing after the kill (default %(default)s)",
@@ -239,7 +199,7 @@ def _per_url(
     return list(values)
 
 
-def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_demo(sub: SubParsers) -> None:
     defaults = demo.DemoOptions()
     p = sub.add_parser(
         "demo",
@@ -250,25 +210,25 @@ def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--messages",
-        type=_positive_int,
+        type=positive_int,
         default=defaults.messages,
         help="messages to publish (default %(default)s)",
     )
     p.add_argument(
         "--window",
-        type=_positive_int,
+        type=positive_int,
         default=defaults.window,
         help="unconfirmed publishes in flight (default %(default)s)",
     )
     p.add_argument(
         "--prefetch",
-        type=_positive_int,
+        type=positive_int,
         default=defaults.prefetch,
         help="consumer prefetch count (default %(default)s)",
     )
     p.add_argument(
         "--start-timeout",
-        type=_positive_float,
+        type=positive_float,
         default=defaults.start_timeout,
         metavar="SECONDS",
         help="longest wait for the node to accept an AMQP handshake (default %(default)s)",
@@ -292,7 +252,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     return demo.run(options)
 
 
-def _add_toxiproxy(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_toxiproxy(sub: SubParsers) -> None:
     p = sub.add_parser(
         "toxiproxy",
         help="the project's toxiproxy-compatible server",
@@ -301,12 +261,7 @@ def _add_toxiproxy(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     serve = actions.add_parser("serve", help="serve the API until SIGINT or SIGTERM")
-    serve.add_argument("--host", default="127.0.0.1",
-                       help="address of the API (default %(default)s; 0.0.0.0 in a container)")
-    serve.add_argument("--port", type=_non_negative_int, default=8474,
-                       help="port of the API (default %(default)s)")
-    serve.add_argument("--seed", type=_int, default=None,
-                       help="root seed of every random stream (default: drawn and printed)")
+    add_serve_arguments(serve)
     serve.set_defaults(handler=_run_toxiproxy)
 
 
@@ -315,7 +270,7 @@ def _run_toxiproxy(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_check(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_check(sub: SubParsers) -> None:
     p = sub.add_parser(
         "check",
         help="re-check a stored history; exit 0 valid, 1 invalid, 2 unknown, 254 bad input",
@@ -324,60 +279,3 @@ def _add_check(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("path", metavar="DIR", help="run directory or history.jsonl")
     p.set_defaults(handler=lambda args: check_command(args.path))
-
-
-def _spark_replays(master: str, seed: int, runtime: str) -> ClosingExecute:
-    from reports.soak.replays import SparkReplays
-
-    return SparkReplays(master, seed, runtime)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="mirrorchaos",
-        description="Chaos-testing harness for replicated message brokers.",
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    _add_bench(sub)
-    _add_demo(sub)
-    _add_check(sub)
-    add_report_parser(sub)
-    _add_toxiproxy(sub)
-    add_cluster_command(sub)
-    add_run(sub)
-    add_scenarios(sub)
-    add_compare(sub)
-    add_soak(sub)
-    add_power(sub)
-    add_shrink(sub, on_spark=_spark_replays)
-    return parser
-
-
-def _interrupt(_signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    # SIGTERM (a CI job cancelled, `kill`) stops a run as Ctrl-C does: its cluster and
-    # proxies are removed and what it recorded is kept.
-    signal.signal(signal.SIGTERM, _interrupt)
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    handler: Handler | None = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help(sys.stderr)
-        return 2
-    # What a killed harness left (node processes, proxies, data and build directories,
-    # a build's mmdebstrap) goes as the next one starts. A toxiproxy server, started by
-    # a runtime through this command line, is no harness.
-    try:
-        if args.command != "toxiproxy":
-            ledger.reap(stop_recorded)
-        return handler(args)
-    except KeyboardInterrupt:
-        print("mirrorchaos: interrupted", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

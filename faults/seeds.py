@@ -1,9 +1,11 @@
-"""Seeded random streams, so that a run of the proxy replays.
+"""A run's seed discipline: every random stream is derived from one root seed and
+labels naming what it is for, so that a run replays.
 
-Upstream toxiproxy draws jitter, slicing and toxicity from Go's global generator.
-Here every stream is derived from the server's seed and labels naming what it is
-for (proxy, toxic, connection), with a stable hash rather than Python's salted
-``hash()``, so two servers given the same seed and the same calls draw the same values.
+The nemesis schedule, the harness's run and soak seeds and the toxiproxy server (whose
+upstream draws jitter, slicing and toxicity from Go's global generator) all derive their
+streams here: from the seed and labels (proxy, toxic, connection …), with a stable hash
+rather than Python's salted ``hash()``, so two processes given the same seed and the
+same labels draw the same values.
 """
 
 from __future__ import annotations

@@ -3,23 +3,23 @@
 Each case drives real pika clients against a running cluster, injects its fault
 through a `ProcessControl`, and returns an outcome whose ``problems()`` lists every
 way the broker broke the design's promise (empty: it kept it). Tests assert on the
-outcome; the harness can run the same cases as scenarios.
+outcome (tests/cluster/test_ha_live.py); other tests use its helpers. Management calls
+go through the nemeses' client, `faults.management.Management`.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import pika
 import pika.exceptions
 
+from faults.management import Management
 from faults.process.control import ProcessControl
 
 Fault = str  # "kill" (SIGKILL) or "stop" (graceful)
@@ -31,24 +31,15 @@ class NodeAccess:
     mgmt_url: str
 
 
-def management(node: NodeAccess, path: str, method: str = "GET",
-               body: object | None = None) -> object:
-    request = urllib.request.Request(
-        node.mgmt_url + path, method=method,
-        data=json.dumps(body).encode() if body is not None else None,
-        headers={"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode(),
-                 "content-type": "application/json"})
-    with urllib.request.urlopen(request, timeout=5) as response:
-        text = response.read()
-    return json.loads(text) if text else None
+def management(node: NodeAccess) -> Management:
+    """The node's management API, as guest."""
+    return Management(node.mgmt_url)
 
 
 def queue_info(node: NodeAccess, queue: str) -> dict[str, object]:
-    found = management(node, f"/api/queues/%2F/{queue}")
+    found = management(node).call("GET", f"/api/queues/%2F/{queue}")
     assert isinstance(found, dict)
     return found
-
-
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
@@ -288,12 +279,11 @@ def consumer_survives(nodes: Mapping[str, NodeAccess], control: ProcessControl, 
 
 def set_policy(node: NodeAccess, definition: dict[str, object], pattern: str = "^ha\\.",
                name: str = "ha-all") -> None:
-    management(node, f"/api/policies/%2F/{name}", "PUT",
-               {"pattern": pattern, "definition": definition})
+    management(node).put_policy("/", name, {"pattern": pattern, "definition": definition})
 
 
 def queue_action(node: NodeAccess, queue: str, action: str) -> None:
-    management(node, f"/api/queues/%2F/{queue}/actions", "POST", {"action": action})
+    management(node).queue_action("/", queue, action)
 
 
 def publish(node: NodeAccess, queue: str, bodies: list[bytes]) -> None:

@@ -1,9 +1,10 @@
 """Run one broker node as a local OS process and know when it is ready.
 
-Used by the demo, the test fixtures and (later) the process runtime. Readiness is a
-real probe: an AMQP handshake that gets ``connection.start`` back, and when the node
-has a management port, an HTTP answer from it. A node that dies or never gets ready
-raises `NodeStartError` carrying the tail of its log.
+Used by the process faults (`LocalProcesses`, and the container runtime's readiness
+probes), the process runtime, the demo and the test fixtures. Readiness is a real probe:
+an AMQP handshake that gets ``connection.start`` back, and when the node has a
+management port, an HTTP answer from it. A node that dies or never gets ready raises
+`NodeStartError` carrying the tail of its log.
 """
 
 from __future__ import annotations
