@@ -91,7 +91,7 @@ def cluster_settings(request: pytest.FixtureRequest) -> ClusterSettings:
 
 @pytest.fixture
 def mq_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
-    from harness.run.orchestrate import make_runtime
+    from harness.run.runtimes import make_runtime
     from harness.runtime import ClusterSpec
 
     settings = cluster_settings(request)

@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.power.matrix import CORRECT, Cell, Matrix, kinds
-from harness.run.orchestrate import RunOptions, RunOutcome, run_scenario
+from harness.run.config import RunOptions
+from harness.run.orchestrate import run_scenario
+from harness.run.outcome import RunOutcome
 from harness.scenarios import Scenario
 
 # The CI campaign: what `./dev -s chaos` runs on the correct broker and `./dev -s power`

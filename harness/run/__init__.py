@@ -1,16 +1,10 @@
 """``mirrorchaos run``: one scenario against a cluster, stored and checked."""
 
 from harness.run.command import add_run, add_scenarios
-from harness.run.orchestrate import (
-    HarnessError,
-    RunOptions,
-    RunOutcome,
-    RunStatus,
-    ScenarioRun,
-    effective_scenario,
-    queue_members,
-    run_scenario,
-)
+from harness.run.config import RunOptions, effective_scenario, queue_members
+from harness.run.orchestrate import ScenarioRun, run_scenario
+from harness.run.outcome import HarnessError, RunOutcome
+from harness.run.status import RunStatus
 
 __all__ = [
     "HarnessError",

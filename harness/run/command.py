@@ -15,14 +15,11 @@ from rich.console import Console
 
 from harness.arguments import integer, positive_float, positive_int
 from harness.checker import EXIT_BAD_INPUT
-from harness.run.orchestrate import (
-    TARGET_RUNTIMES,
-    RunOptions,
-    RunOutcome,
-    RunStatus,
-    effective_scenario,
-    run_scenario,
-)
+from harness.run.config import RunOptions, effective_scenario
+from harness.run.orchestrate import run_scenario
+from harness.run.outcome import RunOutcome
+from harness.run.runtimes import TARGET_RUNTIMES
+from harness.run.status import RunStatus
 from harness.scenarios import SCENARIOS, ScenarioError, find_scenario
 
 SubParsers = argparse._SubParsersAction

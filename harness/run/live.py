@@ -13,7 +13,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from harness.run.orchestrate import RunStatus
+from harness.run.status import RunStatus
 
 _RATES = ("publish invoke", "confirm ok", "deliver ok", "get ok", "ack ok")
 

@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 
 from aio_pika.abc import AbstractConnection
 
-from harness.workload.clients import Address, Client, ClientContext, get_one
+from harness.workload.client import Address, Client, ClientContext
+from harness.workload.getters import get_one
 from harness.workload.recorder import Recorder
 from harness.workload.spec import WorkloadSpec
 

@@ -6,21 +6,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 
-from harness.workload.clients import (
-    Address,
-    Churner,
-    Client,
-    ClientContext,
-    Consumer,
-    Getter,
-    Leaver,
-    MultipleAcker,
-    Publisher,
-    Purger,
-    Recoverer,
-    Requeuer,
-    TxPublisher,
-)
+from harness.workload.client import Address, Client, ClientContext
+from harness.workload.consumers import Consumer, Leaver, MultipleAcker, Recoverer, Requeuer
+from harness.workload.getters import Getter
+from harness.workload.publishers import Publisher, TxPublisher
+from harness.workload.queue_ops import Churner, Purger
 from harness.workload.recorder import Recorder
 from harness.workload.spec import PUBLISHING, WorkloadSpec
 

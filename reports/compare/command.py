@@ -18,7 +18,10 @@ from rich.console import Console
 
 from harness.arguments import integer, positive_float
 from harness.checker import EXIT_BAD_INPUT
-from harness.run.orchestrate import TARGET_RUNTIMES, HarnessError, RunOptions, run_scenario
+from harness.run.config import RunOptions
+from harness.run.orchestrate import run_scenario
+from harness.run.outcome import HarnessError
+from harness.run.runtimes import TARGET_RUNTIMES
 from harness.run.store import new_campaign_dir, write_json
 from harness.scenarios import Scenario, ScenarioError, find_scenario
 from reports.compare.comparison import (

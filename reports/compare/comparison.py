@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from harness.checker import EXIT_UNKNOWN, EXIT_VALID, Validity
-from harness.run.orchestrate import EXIT_HARNESS_FAILURE
+from harness.run.outcome import EXIT_HARNESS_FAILURE
 from harness.scenarios.model import TargetName
 from reports.describe import verdict_word
 

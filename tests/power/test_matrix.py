@@ -14,7 +14,8 @@ from rich.console import Console
 
 from harness.power.campaign import PowerPlan, broken, recheck, run_power
 from harness.power.matrix import CORRECT, matrix_from_json
-from harness.run.orchestrate import RunOptions, RunOutcome
+from harness.run.config import RunOptions
+from harness.run.outcome import RunOutcome
 from harness.scenarios.model import Scenario
 from reports.power.render import render_power, write_power_html
 

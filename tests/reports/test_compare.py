@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from harness.run.orchestrate import HarnessError, RunOptions, RunOutcome
+from harness.run.config import RunOptions
+from harness.run.outcome import HarnessError, RunOutcome
 from harness.scenarios import Scenario
 from reports.cli import main
 from reports.compare import RunRecord, compare, markdown, read_run_dir, render_comparison

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from harness.run.orchestrate import ACK_GRACE_SECONDS
+from harness.run.promotion import ACK_GRACE_SECONDS
 from tests.run.test_run import events, mirrorchaos
 
 pytestmark = pytest.mark.campaign  # the campaign-tests session

@@ -21,7 +21,8 @@ from rich.console import Console
 from faults.nemesis import NoopNemesis, Op
 from harness.checker import check
 from harness.history import HistoryWriter, read_history
-from harness.run import RunOptions, RunStatus, effective_scenario, orchestrate, queue_members
+from harness.run import RunOptions, RunStatus, effective_scenario, queue_members
+from harness.run import status as run_status
 from harness.run.faults import ActiveFaults, RecordedNemesis, _cut_off
 from harness.run.live import LiveDisplay
 from harness.scenarios import SCENARIOS, Scenario
@@ -334,7 +335,7 @@ def test_live_display_shows_the_step_under_its_phase_until_the_next_phase(
 
 async def test_a_drain_tells_how_many_messages_it_took_so_far(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(orchestrate, "DRAIN_REPORT_SECONDS", 0.01)
+    monkeypatch.setattr(run_status, "DRAIN_REPORT_SECONDS", 0.01)
     with HistoryWriter(tmp_path / "h.jsonl", run_id="r", scenario="t", seed=1,
                        config={"nodes": ["n1"], "partition_handling": "ignore"}) as writer:
         recorder = Recorder(writer)
@@ -345,7 +346,7 @@ async def test_a_drain_tells_how_many_messages_it_took_so_far(
         status = RunStatus("t", 1, tmp_path, recorder=recorder)
         told: list[str] = []
         status.on_step = told.append
-        async with orchestrate.reporting_drained(status, recorder):
+        async with run_status.reporting_drained(status, recorder):
             for i in (2, 3):
                 recorder.record("drain", "get", "ok", msg=f"p1-{i}", queue="q", mode="ack",
                                 redelivered=False)

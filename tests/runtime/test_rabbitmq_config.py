@@ -8,7 +8,8 @@ import ipaddress
 
 import pytest
 
-from harness.run.orchestrate import HarnessError, make_runtime
+from harness.run.outcome import HarnessError
+from harness.run.runtimes import make_runtime
 from harness.runtime import ClusterStartError
 from harness.runtime.rabbitmq import link_addresses, node_config, partition_handling, shorten
 from reports.cli import main

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from harness.workload.clients import CLIENT_ERRORS, CancelledByLibrary, answer_of
+from harness.workload.answers import CLIENT_ERRORS, CancelledByLibrary, answer_of
 
 
 def test_a_future_the_library_cancels_is_a_client_error() -> None:

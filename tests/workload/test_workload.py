@@ -21,7 +21,7 @@ from faults.process.node import NodeProcess
 from harness.checker import check
 from harness.history import HistoryWriter, read_history
 from harness.workload import Recorder, Workload, WorkloadSpec, drain
-from harness.workload.clients import Address
+from harness.workload.client import Address
 from tests.faults.cluster_support import running_cluster
 from tests.ha_cases import NodeAccess, declare_mirrored
 
