@@ -56,7 +56,7 @@ def campaign_tests(session: nox.Session) -> None:
 # The property tests: the default run draws a share of their examples (tests/examples.py).
 PROPERTY_TESTS = ["tests/gm/test_ring_stateful.py", "tests/store/test_stateful.py",
                   "tests/core/test_queue_model.py", "tests/checker/test_property.py",
-                  "tests/cluster/test_meta_replica.py", "tests/cluster/test_ha_simulated.py",
+                  "tests/meta/test_meta_replica.py", "tests/ha/test_ha_simulated.py",
                   "tests/node/test_robustness.py"]
 
 

@@ -212,6 +212,8 @@ class Resumed(NodeEvent):
 
 @dataclass(frozen=True)
 class ConnectionErrorReported(NodeEvent):
+    """A client's connection closed with an error (``channel`` 0)."""
+
     kind = "connection_error"
     connection: int
     peer: str
@@ -221,13 +223,10 @@ class ConnectionErrorReported(NodeEvent):
 
 
 @dataclass(frozen=True)
-class ChannelErrorReported(NodeEvent):
+class ChannelErrorReported(ConnectionErrorReported):
+    """One of a client's channels closed with an error."""
+
     kind = "channel_error"
-    connection: int
-    peer: str
-    channel: int
-    code: int
-    text: str
 
 
 @dataclass(frozen=True)
@@ -440,8 +439,11 @@ def _value(name: str, hint: Any, value: object) -> Any:
             raise EventSchemaError(name, "a number", value)
         return value
     if type(value) is not hint:  # bool is no int here, nor int a bool
-        raise EventSchemaError(name, f"a {hint.__name__}", value)
+        raise EventSchemaError(name, _EXPECTED[hint], value)
     return value
+
+
+_EXPECTED = {str: "a string", int: "a whole number", bool: "true or false"}
 
 
 class EventLog:

@@ -1,15 +1,19 @@
 """One broker node as an OS process: ``python -m cluster.node --name N --amqp-port P
 --mgmt-port M --data-dir DIR [--config FILE]``.
 
-The asyncio shell around the I/O-free `Broker`: it owns the sockets, the timers, the
-store's group commit (fsync in a worker thread, then confirms) and the management
-server. ``stop_app``/``start_app`` tear the broker down and rebuild it from disk without
-ending the process, like rabbitmqctl's.
+The asyncio shell around the I/O-free `Broker`: it owns the timers, the store's group
+commit (fsync in a worker thread, then confirms), the definitions saves (in a worker
+thread; the client sockets, `cluster.sockets`, hold the output that may tell of them
+until they are on disk), the peers' links and the management server. Its settings come
+from the command line (`cluster.settings`). Every batch of input ends in one
+`Node.pump`. What the failure detector reports of the peers, the partition policy
+(`cluster.peer.partition_policy`) decides about and the node carries out.
+``stop_app``/``start_app`` tear the broker down and rebuild it from disk without ending
+the process, like rabbitmqctl's.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import logging
@@ -18,33 +22,34 @@ import socket
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from cluster import events
-from cluster.amqp.connection import Connection
-from cluster.amqp.errors import INTERNAL_ERROR, ConnectionError_
-from cluster.breakages import CATALOGUE, Breaks
 from cluster.config import ConfigError, NodeConfig, load_config
-from cluster.core.broker import Broker
 from cluster.core.queue import Queue
 from cluster.core.users import Permission
 from cluster.definitions import DefinitionsError, DefinitionsFile
 from cluster.events import EventLog
 from cluster.ha.coordinator import Coordinator
+from cluster.ha.wire import MalformedEnvelope
 from cluster.peer.boot import BootError, BootGate, LastRunningFile
 from cluster.peer.codec import Envelope
-from cluster.peer.detector import (
-    AppStarted,
-    AppStopped,
-    Event,
-    PartialPartition,
-    PeerDown,
-    PeerEvent,
-    PeerLost,
-    PeerUp,
+from cluster.peer.detector import Event, PeerEvent
+from cluster.peer.links import PeerNetwork
+from cluster.peer.partition_policy import (
+    Action,
+    Disconnect,
+    Emit,
+    PartitionPolicy,
+    PauseApp,
+    RestartApp,
+    ResumeApp,
+    TellPeerDown,
+    TellPeerUp,
 )
-from cluster.peer.links import ClusterSettings, PeerNetwork
+from cluster.session.broker import Broker
+from cluster.session.connection import Connection
+from cluster.settings import NodeSettings, parse_args
+from cluster.sockets import AMQPProtocol, ClientSockets
 from cluster.store import MessageStore
 
 log = logging.getLogger("mirrorchaos.node")
@@ -52,101 +57,17 @@ log = logging.getLogger("mirrorchaos.node")
 SHUTDOWN_TEXT = "broker forced connection closure with reason 'shutdown'"
 
 
-@dataclass
-class NodeSettings:
-    name: str
-    data_dir: Path
-    amqp_port: int
-    mgmt_port: int | None = None
-    host: str = "0.0.0.0"
-    config_path: Path | None = None
-    cluster: ClusterSettings | None = None
-    partition_handling: str = "ignore"
-    breaks: Breaks = field(default_factory=Breaks)
-    peer_wait: float = 30.0  # how long a node that did not stop last waits for one that did
-    force_boot: bool = False
-
-
-class AMQPProtocol(asyncio.Protocol):
-    """Bytes in → `Connection.receive_data`; the node writes what the broker queued."""
-
-    def __init__(self, node: Node) -> None:
-        self.node = node
-        self.connection: Connection | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        peer = transport.get_extra_info("peername") or ("?", 0)
-        broker = self.node.broker
-        assert broker is not None
-        self.connection = broker.open_connection(f"{peer[0]}:{peer[1]}")
-        self.node.transports[self.connection] = transport
-
-    def data_received(self, data: bytes) -> None:
-        connection = self.connection
-        broker = self.node.broker
-        if connection is None or broker is None:
-            return
-        try:
-            connection.receive_data(data)
-            broker.after_input()
-        except Exception as error:  # a broker bug must cost one connection, not the node
-            log.exception("internal error on connection %s", connection.peer)
-            connection.close_with_error(_internal_error(error))
-        self.node.flush()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        connection = self.connection
-        if connection is None:
-            return
-        self.node.transports.pop(connection, None)
-        if self.node.broker is not None:
-            connection.connection_lost()
-            self.node.broker.after_input()
-            self.node.flush()
-
-    def pause_writing(self) -> None:
-        if self.connection is not None:
-            self.connection.output_stalled()
-
-    def resume_writing(self) -> None:
-        if self.connection is not None and self.node.broker is not None:
-            self.connection.output_resumed()
-            self.node.flush()
-
-
-# The first byte of Linux's tcp_info is the connection's state: the peer's FIN leaves
-# it CLOSE_WAIT, a reset CLOSE.
-_TCP_CLOSE, _TCP_CLOSE_WAIT = 7, 8
-
-
-def _peer_has_closed(transport: asyncio.Transport) -> bool:
-    sock = transport.get_extra_info("socket")
-    if sock is None or not hasattr(socket, "TCP_INFO"):
-        return False
-    try:
-        state = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
-    except OSError:
-        return True
-    return state in (_TCP_CLOSE, _TCP_CLOSE_WAIT)
-
-
-def _internal_error(error: Exception) -> ConnectionError_:
-    return ConnectionError_(INTERNAL_ERROR, f"internal error: {type(error).__name__}: {error}")
-
-
 class Node:
     def __init__(self, settings: NodeSettings, config: NodeConfig) -> None:
         self.settings = settings
         self.config = config
         self.events = EventLog(settings.data_dir / "events.jsonl", settings.name)
-        self.definitions = DefinitionsFile(settings.data_dir / "definitions.json")
+        self.definitions = DefinitionsFile(settings.data_dir / "definitions.json",
+                                           on_saved=self.flush,
+                                           on_failure=self._definitions_failed)
         self.broker: Broker | None = None
         self.store: MessageStore | None = None
-        self.transports: dict[Connection, asyncio.Transport] = {}
+        self.sockets = ClientSockets(self.definitions)
         self._server: asyncio.Server | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._commit: asyncio.Task[None] | None = None
@@ -159,9 +80,6 @@ class Node:
         # peers (who confirm it) and then discarded with the store's staged records.
         self._app_stopping = False
         self._sync_scheduled = False
-        self._paused_for_minority = False
-        # pause_minority after a partial partition: paused until every peer is back.
-        self._awaiting_whole_cluster = False
         self._app_task: asyncio.Task[None] | None = None
         # A new incarnation per app start tells peers we restarted (not partitioned);
         # the first app start keeps the one the links said hello with.
@@ -173,11 +91,13 @@ class Node:
         self._amqp_socket: socket.socket | None = None
         self._closing_links = False
         self.peers: PeerNetwork | None = None
+        self.partitions: PartitionPolicy | None = None
         if settings.cluster is not None:
             self.peers = PeerNetwork(settings.name, settings.cluster, self._peer_status,
-                                     self._peer_event, self._peer_message,
-                                     self._after_cluster_input, self._peer_flow,
-                                     config.broker.breaks.stale_proof_of_life)
+                                     self._peer_event, self._peer_message, self.pump,
+                                     self._peer_flow, config.broker.breaks.stale_proof_of_life)
+            self.partitions = PartitionPolicy(settings.name, self.peers.detector,
+                                              settings.partition_handling, config.broker.breaks)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -390,9 +310,9 @@ class Node:
                 await asyncio.gather(self._commit, return_exceptions=True)
             with contextlib.suppress(OSError):  # a failed store was already reported
                 await asyncio.to_thread(store.commit)
-            for transport in list(self.transports.values()):
-                transport.close()
-            self.transports.clear()
+            # The definitions as the app leaves them, and the output held for them.
+            await self.definitions.saved()
+            self.sockets.close_all()
             store.close()
             self.broker = self.store = None
             self.coordinator = None
@@ -418,126 +338,38 @@ class Node:
         return self.incarnation, self.broker is not None
 
     def _peer_event(self, event: Event) -> None:
+        """The partition policy decides what a detector event means; the node does it."""
         if self._closing_links:
             return  # our own shutdown closes them: no news of the peers (nor a pause)
-        if isinstance(event, PartialPartition):
-            self._partial_partition(event)
-            return
-        if isinstance(event, PeerLost):
-            self._peer_lost(event.peer)
-            return
-        if isinstance(event, PeerUp):
-            self.events.emit(events.PeerUp(peer=event.peer, incarnation=event.incarnation,
-                                           restarted=event.restarted))
-            if event.healed:
-                self.events.emit(events.PartitionHealed(peer=event.peer))
-            if event.partition:
-                self.events.emit(events.PartitionDetected(peer=event.peer))
-        elif isinstance(event, PeerDown):
-            self.events.emit(events.PeerDown(peer=event.peer, reason=event.reason))
-        elif isinstance(event, AppStarted):
-            self.events.emit(events.PeerAppStarted(peer=event.peer))
-        else:
-            self.events.emit(events.PeerAppStopped(peer=event.peer))
-        self._peers_changed.set()
-        if self.broker is not None:
-            self._remember_running()
-        if self.settings.partition_handling == "pause_minority":
-            # Before the cluster hears of it: a node about to pause must not act on the
-            # loss of its peers (confirm what only it holds, promote its mirrors).
-            self._pause_in_minority()
-        coordinator = self.coordinator
-        if coordinator is not None and not self._paused_for_minority and not self._app_stopping:
-            self._tell_cluster(coordinator, event)
-        self._after_cluster_input()
+        assert self.partitions is not None
+        if isinstance(event, PeerEvent):
+            self._peers_changed.set()
+            if self.broker is not None:
+                self._remember_running()
+        takes_input = self.coordinator is not None and not self._app_stopping
+        for action in self.partitions.handle(event, takes_input):
+            self._act(action)
+        self.pump()
 
-    def _tell_cluster(self, coordinator: Coordinator, event: PeerEvent) -> None:
-        if isinstance(event, PeerDown) and self.settings.partition_handling == "pause_minority":
-            return  # told once settled (`_peer_lost`): it may be a partial partition
-        if isinstance(event, PeerDown | AppStopped):
-            coordinator.peer_down(event.peer)
-            return
-        peers = self.peers
-        assert peers is not None
-        if not peers.detector.peers[event.peer].app_running:
-            return
-        if (isinstance(event, PeerUp) and event.unsettled
-                and self.settings.partition_handling == "pause_minority"):
-            # Back before the loss was settled, so the cluster layer never heard of it,
-            # yet what we sent each other meanwhile may be lost (a delivery, an ack, a
-            # cancel). Pause and resume, as for a partial partition: our peers drop what
-            # they held for us, and we start afresh.
-            self.events.emit(events.Restart(reason="partition healed before its loss settled",
-                                            peer=event.peer))
-            self._app_change(self._restart_app)
-            return
-        partitioned = event.peer in peers.detector.partitions
-        if not partitioned or self.settings.partition_handling == "pause_minority":
-            coordinator.peer_up(event.peer, event.incarnation)
-        elif (self.settings.partition_handling == "autoheal" and self._autoheal_loses()
-              and not self.config.broker.breaks.autoheal_no_restart):
-            # The other side won: restart, so our mirrors rejoin theirs empty.
-            self.events.emit(events.Restart(reason="autoheal",
-                                            winners=tuple(sorted(peers.detector.partitions))))
-            self._app_change(self._restart_app)
-        # Otherwise the sides stay apart (ignore), or a loser will restart (autoheal).
-
-    def _autoheal_loses(self) -> bool:
-        """After a partition heals, the side with fewer nodes restarts (ties: the side
-        without the first node by name), as every node of both sides works out alike."""
-        assert self.peers is not None
-        detector = self.peers.detector
-        reachable = set(detector.reachable())
-        other = detector.partitions & reachable
-        mine = {self.settings.name} | (reachable - other)
-        loses = (len(mine) < len(other) if len(mine) != len(other)
-                 else min(mine | other) not in mine)
-        return loses != self.config.broker.breaks.autoheal_wrong_winner
-
-    def _peer_lost(self, peer: str) -> None:
-        """pause_minority: the cluster hears of a lost peer once no peer we see still
-        hears it, so that a node about to pause for a partial partition has not acted
-        on the loss first (promoted its mirrors, confirmed what only it holds)."""
-        coordinator = self.coordinator
-        if (self.settings.partition_handling == "pause_minority" and coordinator is not None
-                and not self._paused_for_minority):
-            coordinator.peer_down(peer)
-            self._after_cluster_input()
-
-    def _partial_partition(self, event: PartialPartition) -> None:
-        """A peer is down to us but not to another we see. As RabbitMQ: under
-        pause_minority, pause until the whole cluster is back; otherwise make the
-        partition a full one by disconnecting from the peer that still hears it."""
-        assert self.peers is not None
-        self.events.emit(events.PartialPartition(lost=event.lost, via=event.via))
-        if self.settings.partition_handling == "pause_minority":
-            self._awaiting_whole_cluster = True
-            self._pause_in_minority()
-        else:
-            self.peers.disconnect(event.via, f"partial partition: it still hears {event.lost}")
-
-    def _pause_in_minority(self) -> None:
-        """pause_minority: the app stops while this node reaches no more than half of
-        the cluster (or, after a partial partition, until it reaches all of it), and
-        starts again once it reaches a majority."""
-        assert self.peers is not None
-        total = len(self.peers.settings.peers) + 1
-        reachable = len(self.peers.detector.reachable()) + 1
-        if reachable == total:
-            self._awaiting_whole_cluster = False
-        minority = reachable * 2 <= total
-        pause = ((minority or self._awaiting_whole_cluster)
-                 and not self.config.broker.breaks.pause_minority_ignored)
-        if pause and not self._paused_for_minority:
-            self._paused_for_minority = True
-            self.events.emit(events.Paused(reason="minority" if minority else "partial partition",
-                                           reachable=reachable, nodes=total))
-            self._app_change(self.stop_app)
-        elif (not pause and self._paused_for_minority
-              and not self.config.broker.breaks.pause_never_resumes):
-            self._paused_for_minority = False
-            self.events.emit(events.Resumed(reachable=reachable, nodes=total))
-            self._app_change(self.start_app)
+    def _act(self, action: Action) -> None:
+        match action:
+            case Emit(event):
+                self.events.emit(event)
+            case PauseApp():
+                self._app_change(self.stop_app)
+            case ResumeApp():
+                self._app_change(self.start_app)
+            case RestartApp():
+                self._app_change(self._restart_app)
+            case TellPeerUp(peer, incarnation):
+                assert self.coordinator is not None
+                self.coordinator.peer_up(peer, incarnation)
+            case TellPeerDown(peer):
+                assert self.coordinator is not None
+                self.coordinator.peer_down(peer)
+            case Disconnect(peer, reason):
+                assert self.peers is not None
+                self.peers.disconnect(peer, reason)
 
     def _app_change(self, change: Callable[[], Awaitable[None]]) -> None:
         """Stop or start the app from an event handler: in order, one at a time."""
@@ -555,21 +387,18 @@ class Node:
         await self.start_app()
 
     def _peer_message(self, peer: str, envelope: Envelope) -> None:
-        """One envelope of a read from ``peer``; the links call `_after_cluster_input`
-        once the whole read is handled, so that what a batch of messages makes goes out
-        together (one GM message per hop for many publishes, one write per peer)."""
+        """One envelope of a read from ``peer``; the links call `pump` once the whole
+        read is handled, so that what a batch of messages makes goes out together (one
+        GM message per hop for many publishes, one write per peer)."""
         coordinator = self.coordinator
         if coordinator is None or self._app_stopping:
             return
         try:
             coordinator.received(peer, envelope)
+        except MalformedEnvelope as error:  # the peer's fault: it is dropped, and said so
+            log.error("peer protocol error from %s: %s", peer, error)
         except Exception:  # a cluster bug must cost one message, not the node
             log.exception("internal error handling %r from %s", envelope.type, peer)
-
-    def _after_cluster_input(self) -> None:
-        if self.broker is not None:
-            self.broker.after_input()
-            self.flush()
 
     def _peer_flow(self, backlogged: bool) -> None:
         """A link to a peer filled up or drained: publishers wait or go on, and so does
@@ -580,11 +409,25 @@ class Node:
             self.broker.set_peer_flow(backlogged)
             self.flush()
 
+    @property
+    def transports(self) -> dict[Connection, asyncio.Transport]:
+        """The sockets of the clients, by connection (the management API's view)."""
+        return self.sockets.transports
+
     # -- the shell's duties -------------------------------------------------------------
 
+    def pump(self) -> None:
+        """After each batch of input (a client's bytes or its going, a read from a peer,
+        a peer event, a sync step, a management write): the broker's and the cluster
+        layer's end-of-batch work, then `flush`."""
+        if self.broker is not None:
+            self.broker.after_input()
+            self.flush()
+
     def flush(self) -> None:
-        """Write every dirty connection's output, apply its socket state, and start a
-        group commit if the store has staged records."""
+        """Send the cluster layer's envelopes, start a save of the definitions if they
+        changed, write the connections' output, and start a group commit if the store
+        has staged records."""
         broker = self.broker
         if broker is None:
             return
@@ -601,35 +444,19 @@ class Node:
                 # and everything else get in between.
                 self._sync_scheduled = True
                 asyncio.get_running_loop().call_soon(self._sync_step)
-        while broker.dirty:
-            connection = broker.dirty.pop()
-            transport = self.transports.get(connection)
-            data = connection.take_output()
-            if transport is None:
-                continue
-            if data:
-                transport.write(data)
-                connection.output_written()
-            if connection.should_close:
-                if connection.output_stalled_since is None:
-                    transport.close()
-                else:  # close() would wait for ever to write what the client does not read
-                    transport.abort()
-            elif connection.reading_paused != (not transport.is_reading()):
-                if connection.reading_paused:
-                    transport.pause_reading()
-                else:
-                    transport.resume_reading()
+        if broker.definitions_dirty:
+            # Before the output is taken: the changes it may tell of are in this one.
+            self.definitions.save_soon(broker.take_definitions())
+        self.sockets.write_output(broker)
         store = self.store
         if store is not None and store.staged_lsn > broker.durable_lsn and self._commit is None:
             self._commit = asyncio.get_running_loop().create_task(self._group_commit())
 
     def _sync_step(self) -> None:
         self._sync_scheduled = False
-        if self.coordinator is not None and self.broker is not None:
+        if self.coordinator is not None:
             self.coordinator.sync_step()
-            self.broker.after_input()
-            self.flush()
+            self.pump()
 
     async def _group_commit(self) -> None:
         """fsync in a worker thread; everything staged meanwhile rides the next commit."""
@@ -640,11 +467,7 @@ class Node:
                 try:
                     lsn = await asyncio.to_thread(store.commit)
                 except OSError as error:
-                    # The store refuses everything after a failed commit: nack what
-                    # waits, then stop the app so no client is promised durability.
-                    broker.on_store_failure(error)
-                    self.flush()
-                    asyncio.get_running_loop().create_task(self.stop_app())
+                    self._store_failed(broker, error)
                     break
                 if self.broker is broker:
                     broker.on_durable(lsn)
@@ -652,22 +475,25 @@ class Node:
         finally:
             self._commit = None
 
+    def _definitions_failed(self, error: OSError) -> None:
+        if self.broker is not None:
+            self._store_failed(self.broker, error)
+
+    def _store_failed(self, broker: Broker, error: OSError) -> None:
+        """A commit or a definitions save failed. The store refuses everything after a
+        failed commit, and what a failed save held is not on disk: nack what waits,
+        then stop the app so no client is promised durability."""
+        broker.on_store_failure(error)
+        self.flush()
+        asyncio.get_running_loop().create_task(self.stop_app())
+
     async def _tick_forever(self) -> None:
         while True:
             await asyncio.sleep(1.0)
             if self.broker is not None:
                 self.broker.tick()
                 self.flush()
-                self._drop_vanished_clients()
-
-    def _drop_vanished_clients(self) -> None:
-        """A socket we do not read (memory alarm, output stalled) never reports that its
-        client went away; without this, a flood's connections would hold their bodies
-        and the alarm for ever."""
-        for transport in list(self.transports.values()):
-            if not transport.is_reading() and _peer_has_closed(transport):
-                transport.abort()
-
+                self.sockets.drop_vanished()
 
 async def run_node(settings: NodeSettings, config: NodeConfig) -> None:
     node = Node(settings, config)
@@ -683,61 +509,6 @@ async def run_node(settings: NodeSettings, config: NodeConfig) -> None:
           file=sys.stderr, flush=True)
     await stopping.wait()
     await node.stop()
-
-
-def parse_args(argv: list[str] | None = None) -> NodeSettings:
-    parser = argparse.ArgumentParser(prog="python -m cluster.node", description=__doc__)
-    parser.add_argument("--name", required=True, help="node name, e.g. rabbit@n1")
-    parser.add_argument("--amqp-port", type=int, required=True)
-    parser.add_argument("--mgmt-port", type=int, default=None)
-    parser.add_argument("--data-dir", type=Path, required=True)
-    parser.add_argument("--host", default="0.0.0.0", help="address to listen on")
-    parser.add_argument("--config", type=Path, default=None, help="TOML config file")
-    parser.add_argument("--cluster-name", default="mirrorchaos",
-                        help="peers must name the same cluster (default %(default)s)")
-    parser.add_argument("--cluster-port", type=int, default=None,
-                        help="port for links from peers (needed with --peer)")
-    parser.add_argument("--peer", action="append", default=[], metavar="NAME=HOST:PORT",
-                        help="a peer node and the address this node dials to reach it "
-                             "(repeatable; may be a proxy for this directed link)")
-    parser.add_argument("--tick", type=float, default=1.0,
-                        help="seconds between heartbeats to peers (default %(default)s)")
-    parser.add_argument("--tick-count", type=int, default=4,
-                        help="missed ticks before a peer counts as down (default %(default)s)")
-    parser.add_argument("--break", dest="breaks", action="append", default=[],
-                        choices=sorted(CATALOGUE), metavar="NAME",
-                        help="run with a planted bug, to show that the harness catches it "
-                             "(repeatable; docs/planted-bugs.md): "
-                             + "; ".join(f"{b.name}: {b.breaks}" for b in CATALOGUE.values()))
-    parser.add_argument("--partition-handling", default="ignore",
-                        choices=("ignore", "pause_minority", "autoheal"),
-                        help="what a node does about a network partition, as RabbitMQ's "
-                             "cluster_partition_handling (default %(default)s)")
-    parser.add_argument("--peer-wait", type=float, default=30.0, metavar="SECONDS",
-                        help="a node that stopped while peers still ran waits this long "
-                             "for one of them before refusing to start (default %(default)s)")
-    parser.add_argument("--force-boot", action="store_true",
-                        help="start even if peers that stopped after this node are down "
-                             "(its queues may be older than theirs)")
-    args = parser.parse_args(argv)
-    cluster = None
-    if args.peer:
-        if args.cluster_port is None:
-            parser.error("--peer needs --cluster-port")
-        peers = dict(_peer_address(parser, text) for text in args.peer)
-        cluster = ClusterSettings(args.cluster_name, args.host, args.cluster_port, peers,
-                                  args.tick, args.tick_count)
-    return NodeSettings(args.name, args.data_dir, args.amqp_port, args.mgmt_port, args.host,
-                        args.config, cluster, args.partition_handling, Breaks.of(args.breaks),
-                        args.peer_wait, args.force_boot)
-
-
-def _peer_address(parser: argparse.ArgumentParser, text: str) -> tuple[str, tuple[str, int]]:
-    name, _, address = text.partition("=")
-    host, _, port = address.rpartition(":")
-    if not name or not host or not port.isdigit():
-        parser.error(f"--peer {text!r}: expected NAME=HOST:PORT")
-    return name, (host, int(port))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,7 @@
 Each case drives real pika clients against a running cluster, injects its fault
 through a `ProcessControl`, and returns an outcome whose ``problems()`` lists every
 way the broker broke the design's promise (empty: it kept it). Tests assert on the
-outcome (tests/cluster/test_ha_live.py); other tests use its helpers. Management calls
+outcome (tests/ha/test_ha_live.py); other tests use its helpers. Management calls
 go through the nemeses' client, `faults.management.Management`.
 """
 

@@ -1,8 +1,9 @@
-"""The broker of one node, I/O-free: vhosts, users, policies, connections, confirms,
-durability bookkeeping and the memory alarm.
+"""The broker model of one node, I/O-free: vhosts and their queues, users, policies,
+durability bookkeeping and the definitions file's content.
 
-The asyncio shell (`cluster.node`) feeds it sockets' bytes, time and the store's
-durable LSN, and drains `dirty` connections' outboxes.
+It knows neither its clients (`cluster.session` builds the broker that serves them on
+this model) nor the cluster: a cluster layer (`cluster.ha`) makes itself
+``BrokerModel.cluster`` and is seen only as a `ClusterLayer`.
 """
 
 from __future__ import annotations
@@ -12,33 +13,18 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from cluster.amqp.channel import Channel
-from cluster.amqp.connection import Connection, State
-from cluster.amqp.errors import ACCESS_REFUSED, AMQPError, ChannelError, ConnectionError_
+from cluster.amqp.errors import ACCESS_REFUSED, ChannelError
 from cluster.breakages import Breaks
-from cluster.core.error_log import ErrorLogLimit
+from cluster.core.clients import ClientChannel
+from cluster.core.hosted import HostedQueue
 from cluster.core.message import Message
 from cluster.core.policy import Policy, effective_policy
 from cluster.core.queue import MessageLog, Queue
 from cluster.core.users import Access, Permission, Users
 from cluster.core.vhost import VirtualHost
-from cluster.events import (
-    ChannelErrorReported,
-    ClientErrorsSuppressed,
-    ConnectionErrorReported,
-    MemoryAlarm,
-    NodeEvent,
-    PolicyCleared,
-    PolicySet,
-    StoreFailure,
-)
-
-if TYPE_CHECKING:
-    from cluster.ha.confirms import ConfirmWait
-    from cluster.ha.coordinator import Coordinator
-    from cluster.ha.queue import ClusterQueue
+from cluster.events import NodeEvent, PolicyCleared, PolicySet, StoreFailure
 
 PRODUCT = "mirrorchaos"
 VERSION = "0.1.0"
@@ -75,7 +61,33 @@ class NullEvents:
         return None
 
 
-class Broker:
+class ClusterLayer(Protocol):
+    """The cluster layer as the broker model drives it (`cluster.ha`'s coordinator)."""
+
+    # The broker's shared definitions changed: it sends the changes to its peers.
+    entities_dirty: bool
+
+    def new_queue(self, vhost: str, name: str, *, durable: bool, exclusive_owner: int | None,
+                  auto_delete: bool, arguments: dict[str, Any]) -> HostedQueue:
+        """A channel here declared a new queue."""
+        ...
+
+    def policy_changed(self) -> None: ...
+
+    def after_input(self) -> None: ...
+
+    def on_durable(self, lsn: int) -> None: ...
+
+    def successions(self) -> dict[str, dict[str, list[str]]]:
+        """Per vhost and durable queue, its succession, for the definitions file."""
+        ...
+
+    def channel_closed(self, channel: ClientChannel) -> None:
+        """Its publishes' confirms are no longer wanted."""
+        ...
+
+
+class BrokerModel:
     def __init__(
         self,
         config: BrokerConfig,
@@ -91,23 +103,16 @@ class Broker:
         self.now = clock
         self._rng = rng or random.Random()
         self.events: EventSink = events or NullEvents()
-        self._save_definitions = save_definitions
+        self._save_definitions = save_definitions  # durable on return (`save_definitions`)
+        # A durable definition changed since the definitions were last taken to be saved:
+        # the shell saves them once per batch of input, off the loop (`take_definitions`).
+        self.definitions_dirty = False
         self.users = Users()
         self.vhosts: dict[str, VirtualHost] = {}
         self.policies: dict[tuple[str, str], Policy] = {}
-        self.connections: dict[int, Connection] = {}
-        self._next_connection_id = 1
-        self.dirty: set[Connection] = set()
-        self.confirm_dirty: set[Channel] = set()
         self.durable_lsn = 0
-        self.alarm = False
-        self.peer_flow = False  # set_peer_flow
-        # Bodies channels hold outside any queue: content still arriving, messages
-        # published in a transaction not yet committed.
-        self.held_bytes = 0
-        self.error_log_limit = ErrorLogLimit()
-        # Set by cluster.ha.Coordinator when the node is part of a cluster.
-        self.cluster: Coordinator | None = None
+        # Set by the cluster layer when the node is part of a cluster.
+        self.cluster: ClusterLayer | None = None
         # Per vhost and queue, the succession the definitions file was loaded with
         # (`Coordinator.successions`), kept in the file until a coordinator saves anew.
         self.saved_successions: dict[str, dict[str, list[str]]] = {}
@@ -118,17 +123,13 @@ class Broker:
     def add_vhost(self, name: str) -> VirtualHost:
         vhost = self.vhosts.get(name)
         if vhost is None:
-            vhost = self.vhosts[name] = VirtualHost(name, self.log, self._queue_deleted,
-                                                    self._new_queue)
+            vhost = self.vhosts[name] = VirtualHost(name, self.log, self._new_queue)
         return vhost
 
     def delete_vhost(self, name: str) -> bool:
         vhost = self.vhosts.get(name)
         if vhost is None:
             return False
-        for connection in list(self.connections.values()):
-            if connection.state is State.OPEN and connection.vhost is vhost:
-                connection.force_close(f"vhost '{name}' is deleted")
         for queue in list(vhost.queues):
             vhost.delete_queue(queue)
         del self.vhosts[name]
@@ -154,65 +155,9 @@ class Broker:
                 f"access to {vhost.describe(kind, resource)} refused for user '{user}'",
             )
 
-    def server_properties(self) -> dict[str, Any]:
-        return {
-            "product": PRODUCT,
-            "version": VERSION,
-            "platform": "Python",
-            "cluster_name": self.config.cluster_name,
-            "capabilities": {
-                "publisher_confirms": True,
-                "exchange_exchange_bindings": False,
-                "basic.nack": True,
-                "consumer_cancel_notify": True,
-                "connection.blocked": True,
-                "consumer_priorities": False,
-                "authentication_failure_close": True,
-                "per_consumer_qos": True,
-                "direct_reply_to": False,
-            },
-        }
-
     def generated_name(self, prefix: str) -> str:
         token = base64.urlsafe_b64encode(self._rng.randbytes(16)).decode().rstrip("=")
         return prefix + token
-
-    # -- connections --------------------------------------------------------------------
-
-    def open_connection(self, peer: str) -> Connection:
-        connection_id = self._next_connection_id
-        self._next_connection_id += 1
-        connection = Connection(self, connection_id, peer)
-        self.connections[connection_id] = connection
-        return connection
-
-    def forget_connection(self, connection: Connection) -> None:
-        self.connections.pop(connection.id, None)
-        self.dirty.discard(connection)
-        for vhost in self.vhosts.values():
-            for queue in list(vhost.queues.values()):
-                if queue.exclusive_owner == connection.id:
-                    self.delete_queue(vhost, queue.name)
-
-    def record_connection_error(self, connection: Connection, error: ConnectionError_) -> None:
-        self._record_error(ConnectionErrorReported, connection, 0, error)
-
-    def record_channel_error(
-        self, connection: Connection, channel: int, error: ChannelError
-    ) -> None:
-        self._record_error(ChannelErrorReported, connection, channel, error)
-
-    def _record_error(self, event: type[ConnectionErrorReported | ChannelErrorReported],
-                      connection: Connection, channel: int, error: AMQPError) -> None:
-        if self.error_log_limit.admit(connection.peer_host, self.now()):
-            self.events.emit(event(connection=connection.id, peer=connection.peer,
-                                   channel=channel, code=error.code, text=error.reply_text))
-
-    def _report_suppressed_errors(self) -> None:
-        limit = self.error_log_limit
-        for host, count in limit.ended(self.now()):
-            self.events.emit(ClientErrorsSuppressed(host=host, count=count,
-                                                    window=limit.window, burst=limit.burst))
 
     # -- queues -------------------------------------------------------------------------
 
@@ -226,7 +171,7 @@ class Broker:
         return count
 
     def _new_queue(self, vhost: str, name: str, *, durable: bool, exclusive_owner: int | None,
-                   auto_delete: bool, arguments: dict[str, Any]) -> Queue | ClusterQueue:
+                   auto_delete: bool, arguments: dict[str, Any]) -> HostedQueue:
         if self.cluster is not None:
             return self.cluster.new_queue(vhost, name, durable=durable,
                                           exclusive_owner=exclusive_owner,
@@ -235,13 +180,7 @@ class Broker:
                      auto_delete=auto_delete, arguments=arguments, log=self.log,
                      requeue_at_tail=self.config.breaks.requeue_at_tail)
 
-    def _queue_deleted(self, queue: Queue | ClusterQueue) -> None:
-        consumers: list[Any] = list(queue.consumers)
-        for consumer in consumers:
-            consumer.queue_deleted()
-        queue.consumers.clear()
-
-    def policy_for(self, queue: Queue | ClusterQueue) -> Policy | None:
+    def policy_for(self, queue: HostedQueue) -> Policy | None:
         if queue.exclusive_owner is not None:
             return None
         policies = list(self.policies.values())
@@ -267,103 +206,43 @@ class Broker:
             self.cluster.policy_changed()
         return True
 
-    # -- durability and confirms --------------------------------------------------------
+    # -- durability ---------------------------------------------------------------------
 
     def after_input(self) -> None:
-        """Called by the shell once per batch of input: confirms for transient publishes
-        go out in one ``basic.ack multiple``, and the memory alarm is re-evaluated."""
+        """Called by the shell once per batch of input."""
         if self.cluster is not None:
             self.cluster.after_input()
-        self.release_confirms()
-        self.check_memory()
-
-    def cluster_wait(self, sender: str, pubid: int) -> ConfirmWait:
-        assert self.cluster is not None
-        return self.cluster.wait_for(sender, pubid)
-
-    def confirm_waits_changed(self, sender: str) -> None:
-        """Another node confirmed one of ``sender``'s publishes."""
-        _, connection_id, channel_id = sender.split("|")
-        connection = self.connections.get(int(connection_id))
-        channel = connection.channels.get(int(channel_id)) if connection is not None else None
-        if channel is not None:
-            self.confirm_dirty.add(channel)
-
-    def release_confirms(self) -> None:
-        if not self.confirm_dirty:
-            return
-        durable = self.durable_lsn
-        still_waiting = set()
-        for channel in self.confirm_dirty:
-            channel.release_confirms(durable)
-            if channel.pending_confirms or channel.pending_commits:
-                still_waiting.add(channel)
-        self.confirm_dirty = still_waiting
 
     def on_durable(self, lsn: int) -> None:
         self.durable_lsn = max(self.durable_lsn, lsn)
         if self.cluster is not None:
             self.cluster.on_durable(self.durable_lsn)
-        self.release_confirms()
 
     def on_store_failure(self, error: Exception) -> None:
-        """A commit failed: nothing staged can be promised durable, so nack every pending
-        confirm rather than leave publishers waiting for ever."""
+        """A commit failed."""
         self.events.emit(StoreFailure(error=str(error)))
-        for channel in self.confirm_dirty:
-            channel.fail_confirms()
-        self.confirm_dirty.clear()
-
-    def message_bytes(self) -> int:
-        """What the memory alarm counts: bodies in queues and bodies channels hold."""
-        return self.held_bytes + sum(
-            q.message_bytes for v in self.vhosts.values() for q in v.queues.values())
-
-    def set_peer_flow(self, backlogged: bool) -> None:
-        """A link to a peer holds more than the peer takes: publishers are not read until
-        it drains (RabbitMQ's connection state "flow"), so that the link is never cut
-        for being slow."""
-        self.peer_flow = backlogged
-        self.dirty.update(c for c in self.connections.values() if c.has_published)
-
-    def check_memory(self) -> None:
-        used = self.message_bytes()
-        if not self.alarm and used > self.config.memory_high_watermark:
-            self.alarm = True
-            self.events.emit(MemoryAlarm(state="set", used=used,
-                                         limit=self.config.memory_high_watermark))
-            for connection in self.connections.values():
-                connection.block()
-        elif self.alarm and used <= self.config.memory_high_watermark:
-            self.alarm = False
-            self.events.emit(MemoryAlarm(state="cleared", used=used,
-                                         limit=self.config.memory_high_watermark))
-            for connection in self.connections.values():
-                connection.unblock()
-
-    def tick(self) -> None:
-        for connection in list(self.connections.values()):
-            connection.tick()
-        self.check_memory()
-        self._report_suppressed_errors()
-
-    def shutdown(self, reason: str) -> None:
-        for connection in list(self.connections.values()):
-            connection.force_close(reason)
 
     # -- definitions --------------------------------------------------------------------
 
     def definitions_changed(self) -> None:
+        """A durable definition changed: the cluster layer passes it on and the shell
+        saves the definitions after this batch of input, however many changed."""
         if self.cluster is not None:
             self.cluster.entities_dirty = True
-        self.save_definitions()
+        self.definitions_dirty = True
 
     def save_definitions(self) -> None:
+        """Save now, for a caller whose next effect relies on the file."""
         if self._save_definitions is not None:
-            definitions = self.to_definitions()
-            definitions["successions"] = (self.cluster.successions() if self.cluster
-                                          else self.saved_successions)
-            self._save_definitions(definitions)
+            self._save_definitions(self.take_definitions())
+
+    def take_definitions(self) -> dict[str, Any]:
+        """What the definitions file is to hold now, for whoever saves it next."""
+        self.definitions_dirty = False
+        definitions = self.to_definitions()
+        definitions["successions"] = (self.cluster.successions() if self.cluster
+                                      else self.saved_successions)
+        return definitions
 
     def to_definitions(self) -> dict[str, Any]:
         return {

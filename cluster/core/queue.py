@@ -10,11 +10,19 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+from cluster.amqp.errors import ChannelError
+from cluster.core.clients import Publishing, node_of_ref
 from cluster.core.message import Message
+
+T = TypeVar("T")
+# Where a queue sends its answer to a channel's request: at once when it holds the
+# messages here, once its master on another node has answered otherwise (an error then,
+# if the master could not be asked or refused).
+Reply = Callable[[T | ChannelError], None]
 
 
 @dataclass(slots=True)
@@ -45,6 +53,24 @@ class Consumer(Protocol):
     def take(self, queue: Queue, entry: Entry, redelivered: bool) -> None: ...
 
     def queue_deleted(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class GetAnswer:
+    """basic.get's: the message taken (None: the queue was empty), its redelivered
+    flag, and how many are left."""
+
+    entry: Entry | None
+    redelivered: bool
+    remaining: int
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """queue.declare-ok's: messages ready and consumers."""
+
+    messages: int
+    consumers: int
 
 
 class QueueObserver(Protocol):
@@ -81,9 +107,6 @@ class Queue:
     log: MessageLog | None = None
     # The planted bug ``--break requeue-at-tail``: requeued messages lose their place.
     requeue_at_tail: bool = False
-
-    # A ClusterQueue (cluster.ha) says True: publishes carry a sender and confirm wait.
-    replicated = False
 
     def __post_init__(self) -> None:
         self._fresh: deque[Entry] = deque()
@@ -212,9 +235,9 @@ class Queue:
                 out.append(entry)
         return out
 
-    def unacked_of(self, owner_prefix: str) -> list[int]:
-        """Seqs held by owners whose name starts with ``owner_prefix`` (a node's)."""
-        return [seq for seq, e in self.unacked.items() if e.owner.startswith(owner_prefix)]
+    def unacked_on(self, node: str) -> list[int]:
+        """Seqs held by the channels of ``node``."""
+        return [seq for seq, e in self.unacked.items() if node_of_ref(e.owner) == node]
 
     def mark_ready_delivered(self) -> None:
         """Every ready message may already have been delivered (a mirror promoted after
@@ -274,6 +297,27 @@ class Queue:
         if self.log is not None and self.durable:
             self.log.stage_drop_queue(self.key)
 
+    # -- a channel's requests (`HostedQueue`): the messages are here, so answered at once
+
+    def publish(self, publishing: Publishing) -> int:
+        """Enqueue a channel's publish; returns the store LSN it must wait for."""
+        return self.enqueue(publishing.message)
+
+    def ask_get(self, no_ack: bool, owner: str, reply: Reply[GetAnswer]) -> None:
+        taken = self.take_next(no_ack, owner)
+        entry, redelivered = taken if taken is not None else (None, False)
+        reply(GetAnswer(entry, redelivered, self.ready_count))
+
+    def ask_purge(self, reply: Reply[int]) -> None:
+        reply(self.purge())
+
+    def ask_counts(self, reply: Reply[Counts]) -> None:
+        reply(Counts(self.ready_count, len(self.consumers)))
+
+    def ask_delete(self, if_unused: bool, if_empty: bool, delete_here: Callable[[], int],
+                   reply: Reply[int]) -> None:
+        reply(delete_here())
+
     # -- consumers ----------------------------------------------------------------------
 
     def add_consumer(self, consumer: Consumer) -> None:
@@ -283,6 +327,12 @@ class Queue:
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
+
+    def cancel_consumers(self) -> None:
+        """The queue was deleted: its consumers are cancelled."""
+        consumers, self.consumers = self.consumers, []
+        for consumer in consumers:
+            consumer.queue_deleted()
 
     def dispatch(self) -> None:
         """Deliver ready messages to consumers with credit, round-robin."""

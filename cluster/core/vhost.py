@@ -6,8 +6,7 @@ with RabbitMQ's reply text, so clients see the same errors they would there.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, Union
+from typing import Any, Protocol
 
 from cluster.amqp.errors import (
     ACCESS_REFUSED,
@@ -19,17 +18,13 @@ from cluster.amqp.errors import (
     ConnectionError_,
 )
 from cluster.core.exchange import EXCHANGE_TYPES, Exchange
+from cluster.core.hosted import HostedQueue
 from cluster.core.queue import MessageLog, Queue
-
-if TYPE_CHECKING:
-    from cluster.ha.queue import ClusterQueue
-
-AnyQueue = Union[Queue, "ClusterQueue"]
 
 
 class QueueFactory(Protocol):
     def __call__(self, vhost: str, name: str, *, durable: bool, exclusive_owner: int | None,
-                 auto_delete: bool, arguments: dict[str, Any]) -> AnyQueue: ...
+                 auto_delete: bool, arguments: dict[str, Any]) -> HostedQueue: ...
 
 # The queue arguments RabbitMQ compares when a queue is redeclared; any other argument
 # is accepted and ignored (RabbitMQ's declare_args).
@@ -59,14 +54,12 @@ class VirtualHost:
         self,
         name: str,
         log: MessageLog | None,
-        on_queue_deleted: Callable[[AnyQueue], None],
         new_queue: QueueFactory | None = None,
     ) -> None:
         self.name = name
         self.log = log
         self.exchanges: dict[str, Exchange] = {n: Exchange(n, t) for n, t in PREDECLARED.items()}
-        self.queues: dict[str, AnyQueue] = {}
-        self._on_queue_deleted = on_queue_deleted
+        self.queues: dict[str, HostedQueue] = {}
         self._new_queue: QueueFactory = new_queue or self._plain_queue
 
     def describe(self, kind: str, name: str) -> str:
@@ -140,7 +133,7 @@ class VirtualHost:
 
     # -- queues -------------------------------------------------------------------------
 
-    def queue(self, name: str, connection_id: int | None = None) -> AnyQueue:
+    def queue(self, name: str, connection_id: int | None = None) -> HostedQueue:
         """Look a queue up for use; exclusive queues only serve their own connection."""
         queue = self.queues.get(name)
         if queue is None:
@@ -150,7 +143,7 @@ class VirtualHost:
         return queue
 
     def check_exclusive(
-        self, queue: AnyQueue, connection_id: int, exclusive: bool | None = None
+        self, queue: HostedQueue, connection_id: int, exclusive: bool | None = None
     ) -> None:
         """Another connection's exclusive queue is locked. A redeclaration passes
         ``exclusive``: declaring with the other exclusivity is locked too (RabbitMQ's
@@ -177,7 +170,7 @@ class VirtualHost:
         auto_delete: bool,
         arguments: dict[str, Any],
         server_named: bool = False,
-    ) -> AnyQueue:
+    ) -> HostedQueue:
         if passive:
             return self.queue(name, connection_id)
         if name.startswith("amq.") and not server_named:
@@ -203,11 +196,11 @@ class VirtualHost:
 
     def _plain_queue(self, vhost: str, name: str, *, durable: bool,
                      exclusive_owner: int | None, auto_delete: bool,
-                     arguments: dict[str, Any]) -> AnyQueue:
+                     arguments: dict[str, Any]) -> HostedQueue:
         return Queue(vhost, name, durable=durable, exclusive_owner=exclusive_owner,
                      auto_delete=auto_delete, arguments=arguments, log=self.log)
 
-    def add_queue(self, queue: AnyQueue) -> AnyQueue:
+    def add_queue(self, queue: HostedQueue) -> HostedQueue:
         self.queues[queue.name] = queue
         return queue
 
@@ -229,7 +222,7 @@ class VirtualHost:
             if exchange.auto_delete and not exchange.bindings and name not in PREDECLARED:
                 self.exchanges.pop(exchange.name, None)
         queue.drop_all()
-        self._on_queue_deleted(queue)
+        queue.cancel_consumers()
         return count
 
     # -- bindings and routing -----------------------------------------------------------
@@ -253,7 +246,7 @@ class VirtualHost:
             del self.exchanges[exchange]
 
     def route(self, exchange: Exchange, routing_key: str,
-              hash_needs_a_word: bool = False) -> list[AnyQueue]:
+              hash_needs_a_word: bool = False) -> list[HostedQueue]:
         if exchange.name == "":
             queue = self.queues.get(routing_key)
             return [queue] if queue is not None else []

@@ -1,5 +1,5 @@
 """Clustering: replicated metadata, queues reached from any node, mirrored queues.
 
 The coordinator (`cluster.ha.coordinator`) is I/O-free: the node shell feeds it peer
-messages and peer up/down events and sends the envelopes it leaves in its outbox.
+envelopes and peer up/down events and sends the envelopes it takes from its outbox.
 """

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster.core.broker import Broker
+from cluster.core.broker import BrokerModel
 from cluster.core.exchange import Exchange
 from cluster.core.policy import Policy
 from cluster.core.users import Permission, User
@@ -20,7 +20,7 @@ from cluster.meta.replica import Key
 KINDS = frozenset({"vhost", "user", "permission", "policy", "exchange", "binding"})
 
 
-def records(broker: Broker) -> dict[Key, dict[str, Any]]:
+def records(broker: BrokerModel) -> dict[Key, dict[str, Any]]:
     out: dict[Key, dict[str, Any]] = {}
     for name, vhost in broker.vhosts.items():
         out[("vhost", name)] = {}
@@ -47,7 +47,7 @@ def records(broker: Broker) -> dict[Key, dict[str, Any]]:
     return out
 
 
-def apply(broker: Broker, key: Key, value: dict[str, Any] | None) -> None:
+def apply(broker: BrokerModel, key: Key, value: dict[str, Any] | None) -> None:
     """Make a replicated record true locally (``value`` None: the record is gone)."""
     kind = key[0]
     if kind == "vhost":
@@ -81,7 +81,7 @@ def apply(broker: Broker, key: Key, value: dict[str, Any] | None) -> None:
         raise ValueError(f"not a replicated definition: {key!r}")
 
 
-def _apply_exchange(broker: Broker, key: Key, value: dict[str, Any] | None) -> None:
+def _apply_exchange(broker: BrokerModel, key: Key, value: dict[str, Any] | None) -> None:
     vhost = broker.vhosts.get(key[1])
     if vhost is None:
         return
@@ -95,7 +95,7 @@ def _apply_exchange(broker: Broker, key: Key, value: dict[str, Any] | None) -> N
             dict(value["arguments"]))
 
 
-def _apply_binding(broker: Broker, key: Key, value: dict[str, Any] | None) -> None:
+def _apply_binding(broker: BrokerModel, key: Key, value: dict[str, Any] | None) -> None:
     _, vhost_name, exchange_name, queue, routing_key = key
     vhost = broker.vhosts.get(vhost_name)
     exchange = vhost.exchanges.get(exchange_name) if vhost is not None else None

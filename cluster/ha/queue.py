@@ -4,74 +4,62 @@ Every node holds a `ClusterQueue` for each shared queue, so channels anywhere us
 the same way. What it does depends on the node's role in the queue's record:
 
 * **master**: holds the messages (``copy``, a core `Queue`), decides their order and
-  broadcasts every change through the queue's GM group; serves consumers of all nodes
-  through `ConsumerProxy` objects that have the credit their channel granted.
+  broadcasts every change through the queue's GM group (an `Op`); serves consumers of
+  all nodes through `ConsumerProxy` objects that have the credit their channel granted.
 * **mirror**: holds a copy that applies the master's broadcasts in GM order, and keeps
   publishes that channels sent it directly until the master's order names them, so a
   mirror promoted before they were ordered still enqueues them.
 * **neither** (remote): forwards everything to the master's node.
 
 On every node the local channels' consumers live here; credit for them is granted to
-the master, which sends deliveries back.
+the master, which sends deliveries back. Channels use it as any queue of their vhost
+(`HostedQueue`): what needs the messages, a node that is not the master asks the master.
 """
 
 from __future__ import annotations
 
-import struct
 from collections import OrderedDict
-from collections.abc import Iterable
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from cluster.core.clients import Publishing
+from cluster.core.hosted import ClientConsumer
 from cluster.core.message import Message
-from cluster.core.queue import Entry, Queue
-from cluster.gm import GroupMember, LostMembership, View
+from cluster.core.queue import Counts, Entry, GetAnswer, Queue, Reply
+from cluster.gm import GroupMember, LostMembership
+from cluster.ha import calls, sync
 from cluster.ha.confirms import ConfirmWait
+from cluster.ha.consumers import ConsumerProxy
+from cluster.ha.messages import (
+    Ask,
+    AskCounts,
+    AskDelete,
+    AskGet,
+    AskPurge,
+    Count,
+    GroupMessage,
+    Op,
+    Publish,
+    PubOp,
+    PurgeOp,
+    QueueRef,
+    RequeueOp,
+    SettleOp,
+    SyncOp,
+    TakeOp,
+)
 from cluster.ha.record import Member, QueueRecord, node_of
-from cluster.ha.wire import OutgoingGM
 
 if TYPE_CHECKING:
-    from cluster.amqp.channel import ChannelConsumer
     from cluster.ha.coordinator import Coordinator
+
+R = TypeVar("R")
 
 # Deliveries a consumer without a prefetch limit may have in flight from another node.
 CREDIT_WINDOW = 256
-# A content header of class basic (60) with no properties: all the planted bug
-# sync-drops-properties leaves of a synced message's header (weight, body size, flags).
-_BARE_HEADER = struct.Struct(">HHQH")
-
-
-def consumer_key(consumer: ChannelConsumer) -> str:
-    return f"{consumer.owner}|{consumer.tag}"
-
-
-class ConsumerProxy:
-    """A consumer of some node's channel, as the master's queue serves it."""
-
-    def __init__(self, queue: ClusterQueue, key: str, node: str, owner: str, no_ack: bool,
-                 exclusive: bool) -> None:
-        self.cluster_queue = queue
-        self.tag = key
-        self.node = node
-        self.owner = owner
-        self.no_ack = no_ack
-        self.exclusive = exclusive
-        self.credit = 0
-
-    def can_take(self) -> bool:
-        return self.credit > 0
-
-    def take(self, queue: Queue, entry: Entry, redelivered: bool) -> None:
-        self.credit -= 1
-        self.cluster_queue.coordinator.deliver(self, self.cluster_queue, entry, redelivered)
-
-    def queue_deleted(self) -> None:
-        self.cluster_queue.coordinator.consumer_gone(self, self.cluster_queue)
 
 
 class ClusterQueue:
-    replicated = True
-
     def __init__(self, coordinator: Coordinator, record: QueueRecord,
                  exclusive_owner: int | None = None) -> None:
         self.coordinator = coordinator
@@ -86,9 +74,9 @@ class ClusterQueue:
         self.copy: Queue | None = None
         self.member: GroupMember | None = None
         # Channel side: this node's consumers and the credit granted for each.
-        self.consumers: list[ChannelConsumer] = []
+        self.consumers: list[ClientConsumer] = []
         self.had_consumers = False
-        self.granted: dict[ChannelConsumer, int] = {}
+        self.granted: dict[ClientConsumer, int] = {}
         # Master side.
         self.proxies: dict[str, ConsumerProxy] = {}
         self.join_seq: dict[Member, int] = {}
@@ -100,14 +88,12 @@ class ClusterQueue:
         # The planted bug ``--break rejoin-keeps-contents``: what this node held when it
         # stopped being a replica, taken up again should it rejoin.
         self.kept: Queue | None = None
-        # The GM message this replica sent last, while it may still grow (flush_gm).
-        self._last_gm: tuple[list[Any], GroupMember, Member, OutgoingGM] | None = None
 
     # -- role -----------------------------------------------------------------------------
 
     @property
-    def key(self) -> str:
-        return f"{self.vhost}\x00{self.name}"
+    def ref(self) -> QueueRef:
+        return QueueRef(self.vhost, self.name)
 
     @property
     def is_master(self) -> bool:
@@ -142,7 +128,7 @@ class ClusterQueue:
         self.flush_gm()
         # The left-hand neighbour's catch-up may have reached an earlier member of ours
         # (the group of one a recovered master made): ask for it again.
-        self.coordinator.ask_catch_up(self, self.member.left)
+        self.coordinator.groups.ask_catch_up(self, self.member.left)
 
     def _new_member(self, me: Member) -> GroupMember:
         return GroupMember(me, takeover=not self.coordinator.breaks.no_gm_takeover)
@@ -165,7 +151,7 @@ class ClusterQueue:
         old_master, old_uid = self.record.master, self.record.uid
         was_mirror = self.copy is not None and not self.is_master
         self.record = record
-        self.coordinator.replicas_changed(record, old_uid)
+        self.coordinator.confirms.replicas_changed(record, old_uid)
         member = self.member
         if member is not None:
             if self.me not in record.view:
@@ -180,20 +166,33 @@ class ClusterQueue:
         if record.master != old_master:
             if was_mirror and self.is_master:
                 self.promote()
-                self.coordinator.promoted(self)
+                self.coordinator.mirrors.promoted(self)
             self.master_changed()
 
     # -- publishing -----------------------------------------------------------------------
 
-    def publish(self, message: Message, sender: str, pubid: int,
-                wait: ConfirmWait | None) -> int:
+    def publish(self, publishing: Publishing) -> int:
         """A local channel publishes: to the master and every mirror. Returns the store
-        LSN a local replica needs, the other replicas confirm through ``wait``."""
+        LSN a local replica needs, the other replicas confirm through the publishing's
+        wait, which the first queue a message is routed to opens."""
+        message, channel = publishing.message, publishing.channel
+        sender, coordinator = channel.ref, self.coordinator
+        wait = publishing.wait
+        if wait is None:
+            pubid = channel.next_pubid()
+            if publishing.confirm:
+                wait = publishing.wait = coordinator.confirms.open(channel, pubid)
+        else:
+            # Routed to queues before this one: their replicas and ours confirm the
+            # publish id its wait was opened under, which is what the wait is found by.
+            assert isinstance(wait, ConfirmWait)
+            pubid = wait.pubid
         lsn = 0
-        here = self.coordinator.node
+        here = coordinator.node
         want = wait is not None
+        outgoing = Publish(sender, pubid, want, message)  # the same for every node
         for node in self.record.nodes():
-            if not self.coordinator.is_up(node):
+            if not coordinator.is_up(node):
                 continue  # it will not confirm: a mirror promoted meanwhile has it
             if node == here:
                 if self.is_master:
@@ -203,9 +202,9 @@ class ClusterQueue:
                     continue
                 self.hold(message, sender, pubid, want)
             else:
-                self.coordinator.send_publish(node, self, message, sender, pubid, want)
+                coordinator.outbox.publish(node, self.ref, self.record.uid, outgoing)
             if wait is not None:
-                wait.outstanding.add((self.record.uid, node))
+                wait.expect(self.record.uid, node)
         return lsn
 
     def order(self, message: Message, sender: str, pubid: int, want: bool) -> int:
@@ -214,9 +213,7 @@ class ClusterQueue:
         assert copy is not None and self.member is not None
         seq = copy.next_seq
         lsn = copy.enqueue(message)
-        if len(self.record.view.members) > 1:
-            self.member.broadcast(["pub", seq, sender, pubid, want, message])
-            self.flush_gm()
+        self.broadcast(PubOp(seq, sender, pubid, want, message))
         return lsn
 
     def hold(self, message: Message, sender: str, pubid: int, want: bool) -> None:
@@ -227,42 +224,44 @@ class ClusterQueue:
                 held = self.pending[sender] = OrderedDict()
             held[pubid] = (message, want)
 
-    def received_publish(self, message: Message, sender: str, pubid: int, want: bool) -> None:
+    def received_publish(self, publish: Publish) -> None:
         """A publish from another node's channel."""
         if self.is_master:
-            lsn = self.order(message, sender, pubid, want)
-            if want:
-                self.coordinator.confirm_when_durable(lsn, sender, pubid, self.record.uid)
+            lsn = self.order(publish.message, publish.sender, publish.pubid, publish.want)
+            if publish.want:
+                self.coordinator.confirms.when_durable(lsn, publish.sender, publish.pubid,
+                                                       self.record.uid)
             assert self.copy is not None
             self.copy.dispatch()
         elif self.copy is not None:
-            self.hold(message, sender, pubid, want)
+            self.hold(publish.message, publish.sender, publish.pubid, publish.want)
 
     # -- the master's broadcasts (QueueObserver) ------------------------------------------
 
-    def _broadcast(self, op: list[Any]) -> None:
+    def broadcast(self, op: Op) -> None:
+        """Master: replicate ``op`` to the mirrors, if there are any."""
         if self.member is not None and len(self.record.view.members) > 1:
             self.member.broadcast(op)
             self.flush_gm()
 
     def taken(self, entry: Entry, no_ack: bool) -> None:
         if not (no_ack and self.coordinator.breaks.no_ack_not_replicated):
-            self._broadcast(["take", entry.seq, no_ack, entry.owner])
-        self.coordinator.queue_changed(self)
+            self.broadcast(TakeOp(entry.seq, no_ack, entry.owner))
+        self.coordinator.syncs.changed(self)
 
     def settled(self, seqs: list[int]) -> None:
         breaks = self.coordinator.breaks
         if not breaks.acks_not_replicated:
-            self._broadcast(["settle", seqs[-1:] if breaks.multiple_ack_last_only else seqs])
-        self.coordinator.queue_changed(self)
+            self.broadcast(SettleOp(tuple(seqs[-1:] if breaks.multiple_ack_last_only else seqs)))
+        self.coordinator.syncs.changed(self)
 
     def requeued(self, seqs: list[int]) -> None:
-        self._broadcast(["requeue", seqs])
+        self.broadcast(RequeueOp(tuple(seqs)))
 
     def purged(self) -> None:
         if not self.coordinator.breaks.purge_not_replicated:
-            self._broadcast(["purge"])
-        self.coordinator.queue_changed(self)
+            self.broadcast(PurgeOp())
+        self.coordinator.syncs.changed(self)
 
     # -- GM -------------------------------------------------------------------------------
 
@@ -270,18 +269,13 @@ class ClusterQueue:
         member = self.member
         if member is None:
             return
-        coordinator = self.coordinator
+        assert self.me is not None
+        outbox = self.coordinator.outbox
+        # The outbox joins activity for one neighbour into one message until it is
+        # taken, so a batch of input makes one GM message per hop.
         for target, message in member.take_outbox():
-            # Activity for the member our last GM message went to joins that message
-            # while it waits in the coordinator's outbox (the same outbox list: the
-            # shell has not taken it), so a batch of input makes one GM message per
-            # hop, not one per broadcast.
-            last = self._last_gm
-            if (last is not None and last[0] is coordinator.outbox and last[1] is member
-                    and last[2] == target and last[3].absorb(message)):
-                continue
-            out = coordinator.send_gm(self, target, message)
-            self._last_gm = (coordinator.outbox, member, target, out)
+            outbox.gm(node_of(target), GroupMessage(self.ref, self.record.uid, target,
+                                                    self.me, message))
         deliveries = member.take_deliveries()
         if self.coordinator.breaks.gm_reorder:
             _swap_neighbouring_publishes(deliveries)
@@ -289,62 +283,33 @@ class ClusterQueue:
             if sender != self.me:
                 self.apply(op)  # type: ignore[arg-type]
 
-    def apply(self, op: list[Any]) -> None:
+    def apply(self, op: Op) -> None:
         """Mirror: one of the master's changes, in GM order."""
         copy = self.copy
         if copy is None or self.is_master:
             return
-        kind = op[0]
-        if kind == "pub":
-            _, seq, sender, pubid, want, message = op
-            lsn = copy.enqueue_at(seq, message)
-            self.ordered_upto[sender] = max(self.ordered_upto.get(sender, 0), pubid)
-            held = self.pending.get(sender)
+        if isinstance(op, PubOp):
+            lsn = copy.enqueue_at(op.seq, op.message)
+            self.ordered_upto[op.sender] = max(self.ordered_upto.get(op.sender, 0), op.pubid)
+            held = self.pending.get(op.sender)
             while held:
                 first = next(iter(held))
-                if first > pubid:
+                if first > op.pubid:
                     break
                 del held[first]
-            if want:
-                self.coordinator.confirm_when_durable(lsn, sender, pubid, self.record.uid)
-        elif kind == "take":
-            copy.take_seq(op[1], op[2], op[3])
-        elif kind == "settle":
-            copy.settle(op[1])
-        elif kind == "requeue":
-            copy.requeue(op[1])
-        elif kind == "purge":
+            if op.want:
+                self.coordinator.confirms.when_durable(lsn, op.sender, op.pubid,
+                                                       self.record.uid)
+        elif isinstance(op, TakeOp):
+            copy.take_seq(op.seq, op.no_ack, op.owner)
+        elif isinstance(op, SettleOp):
+            copy.settle(op.seqs)
+        elif isinstance(op, RequeueOp):
+            copy.requeue(op.seqs)
+        elif isinstance(op, PurgeOp):
             copy.purge()
-        elif kind == "sync" and self.me in op[1]:
-            self._absorb_sync(op[2])
-
-    def _absorb_sync(self, batch: list[list[Any]]) -> None:
-        """Mirror: older messages from the master's sync, each with its delivery state
-        (an owner: unacknowledged there)."""
-        copy = self.copy
-        assert copy is not None
-        if not batch:
-            return
-        have = {e.seq for e in copy.held(batch[0][0], batch[-1][0] + 1)}
-        drop_properties = self.coordinator.breaks.sync_drops_properties
-        for seq, delivered, owner, message in batch:
-            if drop_properties:
-                message = replace(message, header=_BARE_HEADER.pack(60, 0, len(message.body), 0))
-            if seq not in have:
-                copy.insert_old(Entry(seq, message, delivered, owner or ""))
-
-    def sync_batch(self, targets: list[Member], low: int, high: int, size: int) -> int:
-        """Master: broadcast the next batch of messages older than the targets' joins,
-        from ``low``; returns where the next batch starts (``high`` when done)."""
-        copy = self.copy
-        assert copy is not None
-        entries = copy.held(low, high)[:size]
-        if not entries:
-            return high
-        self._broadcast(["sync", targets, [
-            [e.seq, e.delivered, e.owner if e.seq in copy.unacked else None, e.message]
-            for e in entries]])
-        return entries[-1].seq + 1
+        elif isinstance(op, SyncOp) and self.me in op.targets:
+            sync.absorb(copy, op, drop_properties=self.coordinator.breaks.sync_drops_properties)
 
     def promote(self) -> None:
         """The master died (or handed over) and this is the eldest surviving mirror: take
@@ -362,7 +327,7 @@ class ClusterQueue:
         for pubid, sender, message, want in sorted(unordered, key=lambda u: u[0]):
             lsn = 0 if breaks.drop_held_publishes else self.order(message, sender, pubid, want)
             if want:
-                self.coordinator.confirm_when_durable(lsn, sender, pubid, self.record.uid)
+                self.coordinator.confirms.when_durable(lsn, sender, pubid, self.record.uid)
         self.pending.clear()
         # The old master's last orders and deliveries may not have reached us through GM:
         # a publish we only held may have been delivered already, and so may the head.
@@ -379,14 +344,14 @@ class ClusterQueue:
             if breaks.cancel_all_on_failover or (asked and not breaks.no_failover_cancel):
                 self.consumers.remove(consumer)
                 self.granted.pop(consumer, None)
-                self.coordinator.forget_consumer(consumer)
-                consumer.channel.cancel_by_server(consumer)
+                self.coordinator.consumers.forget(consumer)
+                consumer.failed_over()
             else:
                 # What the consumer holds from the old master still counts against its
                 # prefetch (grant subtracts it); the planted bug credits it again.
                 self.granted[consumer] = (-consumer.unacked if breaks.credit_forgets_held
                                           else 0)
-                self.coordinator.consume(self, consumer)
+                self.coordinator.consumers.consume(self, consumer)
         self.dispatch()
 
     # -- what channels call ---------------------------------------------------------------
@@ -398,7 +363,7 @@ class ClusterQueue:
             assert self.copy is not None
             self.copy.dispatch()
 
-    def grant(self, consumer: ChannelConsumer) -> None:
+    def grant(self, consumer: ClientConsumer) -> None:
         """Credit for ``consumer`` up to what it may hold; called as it acks and after
         each delivery (a no-ack consumer never acks)."""
         if not consumer.channel.can_deliver():
@@ -410,45 +375,43 @@ class ClusterQueue:
         more = window - self.granted.get(consumer, 0)
         if more >= least:
             self.granted[consumer] = self.granted.get(consumer, 0) + more
-            self.coordinator.credit(self, consumer, more)
+            self.coordinator.consumers.credit(self, consumer, more)
 
-    def add_consumer(self, consumer: ChannelConsumer) -> None:
+    def add_consumer(self, consumer: ClientConsumer) -> None:
         self.consumers.append(consumer)
         self.had_consumers = True
         self.granted[consumer] = 0
-        self.coordinator.consume(self, consumer)
+        self.coordinator.consumers.consume(self, consumer)
 
-    def remove_consumer(self, consumer: ChannelConsumer) -> None:
+    def remove_consumer(self, consumer: ClientConsumer) -> None:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
             self.granted.pop(consumer, None)
-            self.coordinator.cancel(self, consumer)
+            self.coordinator.consumers.cancel(self, consumer)
 
-    def delivered(self, consumer: ChannelConsumer) -> None:
+    def cancel_consumers(self) -> None:
+        """The queue was deleted: this node's consumers are cancelled."""
+        consumers, self.consumers = self.consumers, []
+        for consumer in consumers:
+            consumer.queue_deleted()
+
+    def delivered(self, consumer: ClientConsumer) -> None:
         """A delivery arrived for ``consumer``: one credit used."""
         self.granted[consumer] = self.granted.get(consumer, 1) - 1
-
-    def take_next(self, no_ack: bool, owner: str = "") -> tuple[Entry, bool] | None:
-        assert self.copy is not None and self.is_master
-        return self.copy.take_next(no_ack, owner)
 
     def settle(self, seqs: Iterable[int], owner: str | None = None) -> None:
         if self.is_master:
             assert self.copy is not None
             self.copy.settle(seqs, owner)
         else:
-            self.coordinator.settle(self, list(seqs), owner, requeue=False)
+            self.coordinator.consumers.settle(self, list(seqs), owner, requeue=False)
 
     def requeue(self, seqs: Iterable[int], owner: str | None = None) -> None:
         if self.is_master:
             assert self.copy is not None
             self.copy.requeue(seqs, owner)
         else:
-            self.coordinator.settle(self, list(seqs), owner, requeue=True)
-
-    def purge(self) -> int:
-        assert self.copy is not None and self.is_master
-        return self.copy.purge()
+            self.coordinator.consumers.settle(self, list(seqs), owner, requeue=True)
 
     def drop_all(self) -> None:
         """Deleted here: by a channel on the master, or because the record went."""
@@ -459,6 +422,39 @@ class ClusterQueue:
             proxy.queue_deleted()
         self.proxies.clear()
         self.coordinator.queue_deleted(self)
+
+    # -- what channels ask: the master answers ------------------------------------------
+
+    def ask_get(self, no_ack: bool, owner: str, reply: Reply[GetAnswer]) -> None:
+        if self.is_master:
+            assert self.copy is not None
+            self.copy.ask_get(no_ack, owner, reply)
+        else:
+            self._ask_master(AskGet(no_ack, owner), GetAnswer, reply)
+
+    def ask_purge(self, reply: Reply[int]) -> None:
+        if self.is_master:
+            assert self.copy is not None
+            self.copy.ask_purge(reply)
+        else:
+            self._ask_master(AskPurge(), Count, calls.counted(reply))
+
+    def ask_counts(self, reply: Reply[Counts]) -> None:
+        if self.is_master:  # this node's channels' consumers (asked from elsewhere: all)
+            reply(Counts(self.ready_count, len(self.consumers)))
+        else:
+            self._ask_master(AskCounts(), Counts, reply)
+
+    def ask_delete(self, if_unused: bool, if_empty: bool, delete_here: Callable[[], int],
+                   reply: Reply[int]) -> None:
+        if self.is_master:
+            reply(delete_here())
+        else:
+            self._ask_master(AskDelete(if_unused, if_empty), Count, calls.counted(reply))
+
+    def _ask_master(self, ask: Ask, kind: type[R], reply: Reply[R]) -> None:
+        self.coordinator.calls.call(self, ask, lambda result: reply(calls.read(self, result,
+                                                                                kind)))
 
     # -- master side: other nodes' consumers ----------------------------------------------
 
@@ -483,24 +479,10 @@ class ClusterQueue:
         assert copy is not None
         for key in [k for k, p in self.proxies.items() if p.node == node]:
             self.remove_proxy(key)
-        held = copy.unacked_of(f"{node}|")
+        held = copy.unacked_on(node)
         if held:
             copy.requeue(held)
         copy.dispatch()
-
-    def unsynchronised_now_synced(self) -> list[Member]:
-        """Master: mirrors that joined at seq J hold every message once nothing older
-        than J is left."""
-        if not self.join_seq or self.copy is None:
-            return []
-        oldest = self.copy.oldest_seq()
-        done = [m for m, joined in self.join_seq.items() if oldest >= joined]
-        for member in done:
-            del self.join_seq[member]
-        return done
-
-    def view(self) -> View:
-        return self.record.view
 
     def gm_last_seq(self) -> int:
         """The seq of this member's latest GM broadcast (-1: none, or no group)."""
@@ -516,5 +498,5 @@ def _swap_neighbouring_publishes(deliveries: list[tuple[str, Any]]) -> None:
     is applied in swapped order, so the mirror's queue order is not the master's."""
     for i in range(0, len(deliveries) - 1, 2):
         first, second = deliveries[i][1], deliveries[i + 1][1]
-        if first[0] == "pub" and second[0] == "pub" and first[1] < second[1]:
+        if isinstance(first, PubOp) and isinstance(second, PubOp) and first.seq < second.seq:
             deliveries[i], deliveries[i + 1] = deliveries[i + 1], deliveries[i]

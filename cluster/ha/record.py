@@ -76,12 +76,6 @@ class QueueRecord:
         partial = [m for m in self.mirrors if m not in self.synced]
         return [node_of(m) for m in (self.master, *synced, *partial)]
 
-    def member_on(self, node: str) -> Member | None:
-        for member in self.view.members:
-            if node_of(member) == node:
-                return member
-        return None
-
     def with_view(self, view: View) -> QueueRecord:
         return replace(self, view=view, synced=tuple(m for m in self.synced if m in view))
 
@@ -101,29 +95,3 @@ class QueueRecord:
                         tuple((dead, heir) for dead, heir in view["aliases"])),
                    tuple(value["synced"]), value["uid"])
 
-
-def wanted_mirror_nodes(definition: dict[str, Any] | None, master: str,
-                        current: list[str], running: list[str]) -> list[str]:
-    """Nodes that should hold mirrors under a policy's ``ha-*`` keys, keeping the
-    current mirrors where they fit. ``running`` is in cluster order."""
-    mode = (definition or {}).get("ha-mode")
-    others = [n for n in running if n != master]
-    if mode == "all":
-        return others
-    if mode == "exactly":
-        count = int(definition["ha-params"]) - 1  # type: ignore[index]
-        kept = [n for n in current if n in others]
-        spare = [n for n in others if n not in kept]
-        return (kept + spare)[:max(count, 0)]
-    if mode == "nodes":
-        listed = [str(n) for n in definition["ha-params"]]  # type: ignore[index]
-        return [n for n in others if n in listed]
-    return []
-
-
-def master_fits(definition: dict[str, Any] | None, node: str) -> bool:
-    """Whether a policy lets ``node`` hold the master (``ha-mode: nodes`` names the
-    nodes for every replica)."""
-    if (definition or {}).get("ha-mode") != "nodes":
-        return True
-    return node in [str(n) for n in definition["ha-params"]]  # type: ignore[index]

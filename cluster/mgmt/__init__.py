@@ -18,6 +18,8 @@ Endpoints::
     GET                 /api/nodes
     GET                 /api/nodes/{node}
     POST                /api/nodes/{node}/actions          {"action": "stop_app" | "start_app"}
+                                                           {"action": "forget_cluster_node",
+                                                            "node": NAME}
     GET                 /api/queues[/{vhost}]
     GET, PUT, DELETE    /api/queues/{vhost}/{name}         PUT {durable, auto_delete, arguments};
                                                            DELETE ?if-unused=true&if-empty=true
@@ -38,8 +40,9 @@ Endpoints::
 
 Extensions to RabbitMQ's API:
 
-- ``POST /api/nodes/{node}/actions`` runs ``stop_app`` or ``start_app``, which
-  rabbitmqctl does over Erlang distribution. The answer (204) comes once the action has
+- ``POST /api/nodes/{node}/actions`` runs ``stop_app`` or ``start_app``, or
+  ``forget_cluster_node`` of the ``node`` named in the body, which rabbitmqctl does over
+  Erlang distribution. The answer (204) comes once the action has
   completed. The management listener stays up while the app is stopped: then
   ``/api/overview`` and ``/api/nodes`` answer with ``"running": false`` (and no totals),
   every other endpoint with 503, and credentials are checked against the users the app
@@ -51,6 +54,6 @@ Extensions to RabbitMQ's API:
   node holds none, so that replicas can be compared across nodes at a quiet moment.
 """
 
-from cluster.mgmt.server import start_management
+from cluster.mgmt.app import start_management
 
 __all__ = ["start_management"]

@@ -1,6 +1,7 @@
 """Who may use which route of the management API: RabbitMQ's user tags, as a table
 (README, "Management API permissions"). Pure: tags and one fact about the user's
-vhosts in, a decision out; `cluster.mgmt.server` applies it.
+vhosts in, a decision out; `cluster.mgmt.auth` (routes) and `cluster.mgmt.resource`
+(listings) apply it.
 
 ``administrator`` includes ``policymaker`` and ``monitoring``, which both include
 ``management``; a user with none of the four has no access at all. Refusals are 401

@@ -10,15 +10,17 @@ import urllib.parse
 from collections.abc import Iterable
 from typing import Any
 
-from cluster.amqp.channel import Channel, ChannelConsumer
-from cluster.amqp.connection import Connection, State
-from cluster.core.broker import Broker
+from cluster.core.broker import BrokerModel
 from cluster.core.exchange import Exchange
+from cluster.core.hosted import HostedQueue
 from cluster.core.queue import Queue
 from cluster.core.users import Permission, User
-from cluster.core.vhost import AnyQueue, VirtualHost
+from cluster.core.vhost import VirtualHost
 from cluster.ha.queue import ClusterQueue
 from cluster.ha.record import node_of
+from cluster.session.channel import Channel
+from cluster.session.connection import Connection, State
+from cluster.session.consumer import ChannelConsumer
 
 # RabbitMQ's connection states; the handshake states have no counterpart there.
 _CONNECTION_STATES = {State.OPEN: "running", State.CLOSING: "closing", State.CLOSED: "closed"}
@@ -26,13 +28,15 @@ _CONNECTION_STATES = {State.OPEN: "running", State.CLOSING: "closing", State.CLO
 Address = tuple[str, int]
 
 
-def _messages_here(queue: AnyQueue) -> Queue | None:
+def _messages_here(queue: HostedQueue) -> Queue | None:
     """The messages this node holds for the queue: all of them on the master, a
     mirror's copy, or none."""
-    return queue.copy if isinstance(queue, ClusterQueue) else queue
+    if isinstance(queue, ClusterQueue):
+        return queue.copy
+    return queue if isinstance(queue, Queue) else None
 
 
-def message_totals(queues: Iterable[AnyQueue]) -> dict[str, int]:
+def message_totals(queues: Iterable[HostedQueue]) -> dict[str, int]:
     ready = unacked = 0
     for queue in queues:
         held = _messages_here(queue)
@@ -46,7 +50,7 @@ def message_totals(queues: Iterable[AnyQueue]) -> dict[str, int]:
     }
 
 
-def queue_json(broker: Broker, queue: AnyQueue) -> dict[str, Any]:
+def queue_json(broker: BrokerModel, queue: HostedQueue) -> dict[str, Any]:
     policy = broker.policy_for(queue)
     node, mirrors, synced = broker.config.node_name, [], []
     held = _messages_here(queue)
@@ -75,7 +79,7 @@ def queue_json(broker: Broker, queue: AnyQueue) -> dict[str, Any]:
     }
 
 
-def _local_replica(queue: AnyQueue, held: Queue | None) -> dict[str, Any] | None:
+def _local_replica(queue: HostedQueue, held: Queue | None) -> dict[str, Any] | None:
     """This node's own replica, so that nodes' copies can be compared with each other."""
     if held is None:
         return None

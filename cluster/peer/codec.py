@@ -3,11 +3,9 @@
     u32 frame length (everything after it) | u16 header length | header | payload
 
 The header is a JSON object whose ``"t"`` names the message type; the payload carries
-message bodies without re-encoding them.
-
-An envelope being sent may defer its payload (``deferred``): it is encoded only when the
-envelope is, so its sender can keep adding to it until then (a batch that grows while
-the envelope waits in an outbox). Received envelopes always have their payload.
+message bodies without re-encoding them. What the types are, and what their headers and
+payloads hold, is the business of the layer that sends them (the cluster layer's is
+`cluster.ha.wire`; the links' own hellos and heartbeats, `cluster.peer.links`).
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 _LENGTHS = struct.Struct(">IH")
 MAX_FRAME = 256 * 1024 * 1024
@@ -26,27 +24,19 @@ class CodecError(ValueError):
     """A peer sent bytes that are not a valid frame; the link is closed."""
 
 
-class Deferred(Protocol):
-    """A payload encoded when its envelope is sent."""
-
-    def encode(self) -> bytes: ...
-
-
 @dataclass(slots=True)  # not frozen: a frozen dataclass is slower to build, per message
 class Envelope:
     type: str
     fields: dict[str, Any] = field(default_factory=dict)
     payload: bytes = b""
-    deferred: Deferred | None = field(default=None, compare=False, repr=False)
 
 
 def encode(envelope: Envelope) -> bytes:
     header = _HEADER.encode({"t": envelope.type, **envelope.fields}).encode()
     if len(header) > 0xFFFF:
         raise CodecError(f"{envelope.type} header of {len(header)} bytes is too large")
-    payload = envelope.payload if envelope.deferred is None else envelope.deferred.encode()
-    return b"".join((_LENGTHS.pack(2 + len(header) + len(payload), len(header)), header,
-                     payload))
+    return b"".join((_LENGTHS.pack(2 + len(header) + len(envelope.payload), len(header)),
+                     header, envelope.payload))
 
 
 class FrameBuffer:

@@ -14,6 +14,8 @@ one verbatim. Replaying the records in log order gives the live messages: an APP
 makes (queue, seq) live (replacing a live one with the same key), a REMOVE kills the
 listed seqs that are live at that point, a DROP kills every message of the queue live
 at that point, so a queue redeclared after a DROP starts afresh whatever its seqs.
+`cluster.store.records` writes and reads these bytes; this module keeps which records
+are live, where, and what is durable.
 
 Threading: ``stage_*`` run on the event-loop thread while ``commit`` runs in one worker
 thread; every shared structure is guarded by one lock, held only for in-memory work.
@@ -24,47 +26,21 @@ from __future__ import annotations
 
 import fcntl
 import os
-import struct
 import threading
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 from itertools import pairwise
 from pathlib import Path
 
-MAGIC = b"MCSTORE\x00"
-VERSION = 1
-_HEADER = struct.Struct("<8sI")
-HEADER = _HEADER.pack(MAGIC, VERSION)
-_FRAME = struct.Struct("<II")  # body length, CRC32 of body
-_BODY_HEAD = struct.Struct("<BH")  # kind, key length
-_SEQ = struct.Struct("<q")
-_COUNT = struct.Struct("<I")
+from cluster.store import records
+from cluster.store.errors import StoreCorrupted, StoreError
+from cluster.store.records import HEADER, Append, Record, Remove
 
-APPEND, REMOVE, DROP = 1, 2, 3
-_MIN_BODY = _BODY_HEAD.size
 # Compaction copies at most this much per commit, bounding both the extra commit
 # latency and how long the event loop waits for the lock.
 _COMPACT_BATCH_BYTES = 1 << 20
 _LOCK_NAME = "LOCK"
-
-
-class StoreError(OSError):
-    """The store cannot be used: locked directory, misuse, or an earlier failed commit.
-
-    A subclass of OSError so that a caller handling I/O failures of ``commit`` also
-    handles the store refusing work after one.
-    """
-
-
-class StoreCorrupted(StoreError):
-    """A segment holds bytes that are not a valid record where a tail cannot be torn."""
-
-    def __init__(self, path: Path, offset: int, reason: str) -> None:
-        super().__init__(f"{path}: corrupt at offset {offset}: {reason}")
-        self.path = path
-        self.offset = offset
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +105,7 @@ class MessageStore:
         self._buf = bytearray()
         self._chunks: list[tuple[_Segment, bytearray]] = []  # staged bytes per segment
         self._queues: dict[str, dict[int, _Segment]] = {}  # live messages' segments
-        self._prefixes: dict[str, tuple[bytes, int]] = {}  # APPEND body head, its CRC
+        self._append_heads: dict[str, tuple[bytes, int]] = {}  # records.append_head's
         self._lsn = 0
         self._durable = 0
         # Owned by the committing thread.
@@ -156,7 +132,7 @@ class MessageStore:
             newest = i == len(numbers) - 1
             data = path.read_bytes()
             segment = _Segment(path, len(data), on_disk=True)
-            end, problem = self._replay(segment, data)
+            end, problem = records.scan(path, data, partial(self._replay, segment))
             if problem is not None:
                 if not newest:
                     raise StoreCorrupted(path, end, problem)
@@ -188,72 +164,14 @@ class MessageStore:
                                      f"segment missing between {before} and {after}")
         return numbers
 
-    def _replay(self, segment: _Segment, data: bytes) -> tuple[int, str | None]:
-        """Apply the segment's records; return where valid records end and, if they end
-        before the file does, why."""
-        path = segment.path
-        if len(data) < len(HEADER):
-            if HEADER.startswith(data):
-                return 0, "torn segment header"
-            raise StoreCorrupted(path, 0, "not a mirrorchaos store segment")
-        magic, version = _HEADER.unpack_from(data)
-        if magic != MAGIC:
-            raise StoreCorrupted(path, 0, "not a mirrorchaos store segment")
-        if version != VERSION:
-            raise StoreCorrupted(path, 0, f"segment format version {version}, "
-                                          f"this store reads version {VERSION}")
-        view = memoryview(data)
-        size = len(data)
-        offset = len(HEADER)
-        while offset < size:
-            if size - offset < _FRAME.size:
-                return offset, "incomplete record frame"
-            length, crc = _FRAME.unpack_from(data, offset)
-            start = offset + _FRAME.size
-            end = start + length
-            if length < _MIN_BODY:
-                return offset, f"invalid record length {length}"
-            if end > size:
-                return offset, f"record of {length} bytes runs past the end of the file"
-            body = view[start:end]
-            if zlib.crc32(body) != crc:
-                return offset, "CRC mismatch"
-            reason = self._apply(segment, offset, body)
-            if reason is not None:
-                # The CRC matched, so these bytes were written as they are: not a torn
-                # write but a bug or a foreign format. Cutting would destroy data.
-                raise StoreCorrupted(path, offset, reason)
-            offset = end
-        return offset, None
-
-    def _apply(self, segment: _Segment, offset: int, body: memoryview) -> str | None:
-        kind, key_length = _BODY_HEAD.unpack_from(body)
-        rest = _BODY_HEAD.size + key_length
-        if rest > len(body):
-            return "queue key runs past the record"
-        try:
-            queue = str(body[_BODY_HEAD.size:rest], "utf-8", "surrogatepass")
-        except UnicodeDecodeError:
-            return "queue key is not UTF-8"
-        if kind == APPEND:
-            if len(body) < rest + _SEQ.size:
-                return "APPEND record too short"
-            (seq,) = _SEQ.unpack_from(body, rest)
-            self._add(queue, seq, segment, offset, _FRAME.size + len(body), 0)
-        elif kind == REMOVE:
-            if len(body) < rest + _COUNT.size:
-                return "REMOVE record too short"
-            (count,) = _COUNT.unpack_from(body, rest)
-            if len(body) != rest + _COUNT.size + count * _SEQ.size:
-                return f"REMOVE record length does not match its {count} seqs"
-            self._kill(queue, struct.unpack_from(f"<{count}q", body, rest + _COUNT.size), 0)
-        elif kind == DROP:
-            if len(body) != rest:
-                return "DROP record has trailing bytes"
-            self._kill_queue(queue, 0)
+    def _replay(self, segment: _Segment, offset: int, length: int, record: Record) -> None:
+        """A record read back at recovery, where all is durable: LSN 0."""
+        if isinstance(record, Append):
+            self._add(record.queue, record.seq, segment, offset, length, 0)
+        elif isinstance(record, Remove):
+            self._kill(record.queue, record.seqs, 0)
         else:
-            return f"unknown record kind {kind}"
-        return None
+            self._kill_queue(record.queue, 0)
 
     def _cut(self, path: Path, end: int) -> None:
         with open(path, "r+b") as f:
@@ -272,10 +190,8 @@ class MessageStore:
                 continue
             data = segment.path.read_bytes()
             for (queue, seq), (offset, length) in segment.live.items():
-                key_start = offset + _FRAME.size + _BODY_HEAD.size
-                key_length = int.from_bytes(data[key_start - 2:key_start], "little")
-                payload_start = key_start + key_length + _SEQ.size
-                queues.setdefault(queue, []).append((seq, data[payload_start:offset + length]))
+                queues.setdefault(queue, []).append(
+                    (seq, records.append_payload(data, offset, length)))
         for entries in queues.values():
             entries.sort(key=lambda entry: entry[0])
         return queues
@@ -293,24 +209,20 @@ class MessageStore:
         return self._durable
 
     def stage_append(self, queue: str, seq: int, payload: bytes) -> int:
-        prefix = self._prefixes.get(queue)
-        if prefix is None:
-            prefix = self._prefixes[queue] = _append_prefix(queue)
-        head_bytes, head_crc = prefix
-        seq_bytes = _SEQ.pack(seq)
-        length = len(head_bytes) + _SEQ.size + len(payload)
-        frame = _FRAME.pack(length, zlib.crc32(payload, zlib.crc32(seq_bytes, head_crc)))
+        head = self._append_heads.get(queue)
+        if head is None:
+            head = self._append_heads[queue] = records.append_head(queue)
+        record = records.append_record(head, seq, payload)
+        length = len(record) + len(payload)
         with self._lock:
             if not self._ready:
                 raise StoreError(self._refusal)
             lsn = self._lsn = self._lsn + 1
-            segment, offset = self._reserve(_FRAME.size + length)
+            segment, offset = self._reserve(length)
             buf = self._buf
-            buf += frame
-            buf += head_bytes
-            buf += seq_bytes
+            buf += record
             buf += payload
-            self._add(queue, seq, segment, offset, _FRAME.size + length, lsn)
+            self._add(queue, seq, segment, offset, length, lsn)
         return lsn
 
     def stage_remove(self, queue: str, seqs: Iterable[int]) -> int:
@@ -321,8 +233,7 @@ class MessageStore:
             # Seqs that are not live need no record: replay would find them dead too.
             dead = self._kill(queue, seqs, lsn)
             if dead:
-                self._put(_body_head(REMOVE, queue) + _COUNT.pack(len(dead))
-                          + struct.pack(f"<{len(dead)}q", *dead))
+                self._put(records.remove_record(queue, dead))
         return lsn
 
     def stage_drop_queue(self, queue: str) -> int:
@@ -330,9 +241,9 @@ class MessageStore:
             if not self._ready:
                 raise StoreError(self._refusal)
             lsn = self._lsn = self._lsn + 1
-            self._prefixes.pop(queue, None)
+            self._append_heads.pop(queue, None)
             if self._kill_queue(queue, lsn):
-                self._put(_body_head(DROP, queue))
+                self._put(records.drop_record(queue))
         return lsn
 
     # The helpers below run with the lock held (or before any concurrency, in recover).
@@ -347,10 +258,10 @@ class MessageStore:
         head.size = offset + length
         return head, offset
 
-    def _put(self, body: bytes) -> None:
-        self._reserve(_FRAME.size + len(body))
-        self._buf += _FRAME.pack(len(body), zlib.crc32(body))
-        self._buf += body
+    def _put(self, record: bytes) -> tuple[_Segment, int]:
+        placed = self._reserve(len(record))
+        self._buf += record
+        return placed
 
     def _roll(self) -> _Segment:
         old = self._head
@@ -496,18 +407,17 @@ class MessageStore:
         # Read outside the lock: a sealed, fully written segment never changes, and only
         # this thread deletes segments.
         try:
-            records = _read_records(oldest.path, [location for _, location in batch])
+            copies = records.read_records(oldest.path, [location for _, location in batch])
         except OSError as error:
             raise self._fail(f"compaction failed reading {oldest.path}", error) from error
         with self._lock:
             if not self._ready:
                 return False
             lsn = self._lsn = self._lsn + 1
-            for ((queue, seq), location), record in zip(batch, records, strict=True):
+            for ((queue, seq), location), record in zip(batch, copies, strict=True):
                 if oldest.live.get((queue, seq)) != location:
                     continue  # removed or dropped meanwhile
-                segment, offset = self._reserve(len(record))
-                self._buf += record
+                segment, offset = self._put(record)
                 self._add(queue, seq, segment, offset, len(record), lsn)
         return True
 
@@ -544,36 +454,6 @@ def _forget(segment: _Segment, key: tuple[str, int], lsn: int) -> None:
     _, length = segment.live.pop(key)
     segment.live_bytes -= length
     segment.needed_until = lsn
-
-
-def _body_head(kind: int, queue: str) -> bytes:
-    key = queue.encode("utf-8", "surrogatepass")
-    if len(key) > 0xFFFF:
-        raise ValueError(f"queue key of {len(key)} bytes exceeds 65535")
-    return _BODY_HEAD.pack(kind, len(key)) + key
-
-
-def _append_prefix(queue: str) -> tuple[bytes, int]:
-    head = _body_head(APPEND, queue)
-    return head, zlib.crc32(head)
-
-
-def _read_records(path: Path, locations: list[tuple[int, int]]) -> list[bytes]:
-    """Read whole records back, checking them again: a bad sector must not be copied."""
-    records = []
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        for offset, length in locations:
-            record = os.pread(fd, length, offset)
-            if len(record) != length:
-                raise StoreCorrupted(path, offset, "record shorter than when it was written")
-            body_length, crc = _FRAME.unpack_from(record)
-            if body_length != length - _FRAME.size or zlib.crc32(record[_FRAME.size:]) != crc:
-                raise StoreCorrupted(path, offset, "record changed since it was written")
-            records.append(record)
-    finally:
-        os.close(fd)
-    return records
 
 
 def _lock_directory(directory: Path) -> int:

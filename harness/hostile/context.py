@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from cluster.amqp.connection import FRAME_MIN_SIZE
 from cluster.core.broker import BrokerConfig
+from cluster.session.handshake import FRAME_MIN_SIZE
 from harness.hostile import wire
 from harness.hostile.expect import CHANNEL_CLOSE, CLOSE, Expect, Reply
 

@@ -20,9 +20,10 @@ from pamqp import commands, frame, header
 from pamqp.body import ContentBody
 
 from cluster.amqp import tablejson
-from cluster.amqp.connection import CLOSE_TIMEOUT, HANDSHAKE_TIMEOUT, Connection
-from cluster.core.broker import Broker, BrokerConfig
+from cluster.core.broker import BrokerConfig
 from cluster.core.users import Permission
+from cluster.session.broker import Broker
+from cluster.session.connection import CLOSE_TIMEOUT, HANDSHAKE_TIMEOUT, Connection
 from harness.hostile import wire
 from harness.hostile.context import handshake
 from harness.hostile.expect import HostileInput
@@ -46,15 +47,18 @@ def make_broker(generator: Generator, clock: Clock) -> Broker:
     limits = generator.limits
     config = BrokerConfig(frame_max=limits.frame_max, channel_max=limits.channel_max,
                           max_message_size=limits.max_message_size)
-    broker = Broker(config, clock=clock, save_definitions=_encode_definitions)
+    broker = Broker(config, clock=clock)
     broker.add_user("guest", "guest", ["administrator"])
     broker.set_permissions("guest", "/", Permission())
     return broker
 
 
-def _encode_definitions(definitions: dict[str, Any]) -> None:
-    """What the node's DefinitionsFile.save writes, without the file."""
-    tablejson.dumps(definitions)
+def _pump(broker: Broker) -> None:
+    """What the node's pump does after each input: the broker's own work, then the
+    definitions save the input made due, encoded as the node's file would be."""
+    broker.after_input()
+    if broker.definitions_dirty:
+        tablejson.dumps(broker.take_definitions())
 
 
 def _take(broker: Broker, connection: Connection) -> bytes:
@@ -83,7 +87,7 @@ class PoliteClient:
 
     def _send(self, data: bytes) -> None:
         self.connection.receive_data(data)
-        self.broker.after_input()
+        _pump(self.broker)
         self.collect()
 
     def publish(self) -> None:
@@ -208,13 +212,13 @@ def feed(broker: Broker, clock: Clock, hostile: HostileInput) -> Fed:
             if connection.should_close or connection.reading_paused:
                 break  # the shell reads no more
             connection.receive_data(chunk)
-            broker.after_input()
+            _pump(broker)
             answer.feed(_take(broker, connection))
         fed.closed = connection.should_close
         if answer.connection_close is not None and not fed.closed:
             step = "close-ok"
             connection.receive_data(wire.CONNECTION_CLOSE_OK)
-            broker.after_input()
+            _pump(broker)
         step = "tick"
         clock.now += HANDSHAKE_TIMEOUT + CLOSE_TIMEOUT + 1
         broker.tick()
@@ -224,7 +228,7 @@ def feed(broker: Broker, clock: Clock, hostile: HostileInput) -> Fed:
             fed.problems.append("the connection is still open after its close timed out")
         step = "connection_lost"
         connection.connection_lost()
-        broker.after_input()
+        _pump(broker)
     except Exception:
         fed.problems.append(f"an exception escaped the broker in {step}")
         fed.failure = traceback.format_exc()

@@ -9,9 +9,9 @@ from pamqp.base import Frame as Method
 from pamqp.body import ContentBody
 from pamqp.heartbeat import Heartbeat
 
-from cluster.amqp.connection import Connection
-from cluster.core.broker import Broker
 from cluster.events import NodeEvent
+from cluster.session.broker import Broker
+from cluster.session.connection import Connection
 
 PLAIN = "\x00guest\x00guest"
 

@@ -14,13 +14,14 @@ from collections import Counter, deque
 from itertools import permutations
 
 from cluster.breakages import Breaks
-from cluster.core.broker import Broker, BrokerConfig
+from cluster.core.broker import BrokerConfig
 from cluster.core.policy import Policy
 from cluster.core.queue import Queue
 from cluster.core.users import Permission
 from cluster.events import NodeEvent
 from cluster.ha.coordinator import Coordinator
 from cluster.peer.codec import FrameBuffer, encode
+from cluster.session.broker import Broker
 from tests.amqp.memory_client import FakeClock, MemoryClient
 
 

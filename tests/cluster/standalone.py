@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from cluster.config import load_config
-from cluster.node import Node, parse_args
+from cluster.node import Node
+from cluster.settings import parse_args
 
 
 def three_node(tmp_path: Path, name: str, handling: str, *breaks: str,

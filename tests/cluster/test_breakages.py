@@ -15,19 +15,20 @@ from pamqp.body import ContentBody
 
 from cluster.breakages import CATALOGUE, VIOLATION_KINDS, Breaks
 from cluster.config import load_config
-from cluster.core.broker import Broker, BrokerConfig
+from cluster.core.broker import BrokerConfig
 from cluster.core.policy import Policy
 from cluster.ha.coordinator import Coordinator
 from cluster.ha.queue import ClusterQueue
 from cluster.mgmt.shapes import queue_json
-from cluster.node import parse_args
 from cluster.peer.boot import BootError
-from cluster.peer.detector import Answer, PeerUp, Probe
+from cluster.peer.detector import Answer, PeerDown, PeerUp, Probe
+from cluster.session.broker import Broker
+from cluster.settings import parse_args
 from cluster.store import MessageStore
 from tests.amqp.memory_client import MemoryClient, publish_frames
 from tests.cluster.simcluster import SimCluster
 from tests.cluster.standalone import three_node
-from tests.cluster.test_ha_simulated import confirmed_tags, drain, mirrored_queue
+from tests.ha.test_ha_simulated import confirmed_tags, drain, mirrored_queue
 
 # -- the catalogue ---------------------------------------------------------------------
 
@@ -770,7 +771,7 @@ def test_break_pause_minority_ignored(tmp_path: Path) -> None:
         node = three_node(tmp_path / str(pauses), "n1", "pause_minority", *breaks)
         changes: list[object] = []
         node._app_change = changes.append  # type: ignore[method-assign,assignment]
-        node._pause_in_minority()
+        node._peer_event(PeerDown("n2", "connection closed"))
         assert (changes == [node.stop_app]) is pauses
 
 
@@ -781,10 +782,10 @@ def test_break_pause_never_resumes(tmp_path: Path) -> None:
         assert node.peers is not None
         changes: list[object] = []
         node._app_change = changes.append  # type: ignore[method-assign,assignment]
-        node._pause_in_minority()
+        node._peer_event(PeerDown("n2", "connection closed"))
         assert changes == [node.stop_app]
         node.peers.detector.peers["n2"].up = True
-        node._pause_in_minority()
+        node._peer_event(PeerUp("n2", "i2", restarted=False, partition=False))
         assert (changes == [node.stop_app, node.start_app]) is resumes
 
 

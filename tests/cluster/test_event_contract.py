@@ -42,7 +42,7 @@ def test_what_the_nodes_emit_reads_as_the_checker_expects(tmp_path: Path) -> Non
     sim.restart("n3")  # an empty mirror: only a sync makes it hold m0
     rejoined = len(sim.reports)  # the time of the first event after it (see the reader)
     coordinator = sim.coordinators["n1"]
-    (queue,) = [q for q in coordinator._queues() if q.name == "ha.q"]
+    (queue,) = [q for q in coordinator.queues() if q.name == "ha.q"]
     coordinator.sync(queue)
     coordinator.cancel_sync(queue)
     sim.pump()

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from cluster.core.broker import Broker, BrokerConfig
+from cluster.core.broker import BrokerConfig
 from cluster.ha.coordinator import Coordinator
 from cluster.node import Node
 from cluster.peer.detector import FailureDetector, Output, PeerDown, PeerLost, PeerUp
+from cluster.session.broker import Broker
 from tests.cluster.standalone import three_node
 
 ALL = ["n1", "n2", "n3"]

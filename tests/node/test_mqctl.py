@@ -13,6 +13,7 @@ import pika.exceptions
 import pytest
 
 from cluster import mqctl
+from cluster.mqctl.errors import EX_SOFTWARE, EX_UNAVAILABLE, EX_USAGE
 from faults.ports import free_port
 from faults.process.node import NodeProcess
 from tests.node.helpers import connect, numbered, publish_bodies, refused_at_open
@@ -124,7 +125,7 @@ def test_add_user_and_set_permissions_let_that_user_in(node: NodeProcess, ctl: M
         connect(node, user="carol", password="wrong", vhost="shop")
 
     again = ctl("add_user", "carol", "other")
-    assert again.code == mqctl.EX_SOFTWARE
+    assert again.code == EX_SOFTWARE
     assert "Error: user 'carol' already exists" in again.err
 
 
@@ -132,7 +133,7 @@ def test_user_tags_and_passwords(node: NodeProcess, ctl: Mqctl) -> None:
     ctl("add_user", "dave", "pw")
     ctl("set_permissions", "dave", ".*", ".*", ".*")
     refused = ctl("-u", "dave", "-P", "pw", "add_vhost", "v")
-    assert refused.code == mqctl.EX_SOFTWARE
+    assert refused.code == EX_SOFTWARE
     assert "Not management user" in refused.err
 
     assert ctl("set_user_tags", "dave", "administrator", "monitoring").code == 0
@@ -141,12 +142,12 @@ def test_user_tags_and_passwords(node: NodeProcess, ctl: Mqctl) -> None:
     assert "dave\t[administrator, monitoring]" in ctl("list_users").out
 
     assert ctl("change_password", "dave", "new").code == 0
-    assert ctl("-u", "dave", "-P", "pw", "list_vhosts").code == mqctl.EX_SOFTWARE
+    assert ctl("-u", "dave", "-P", "pw", "list_vhosts").code == EX_SOFTWARE
     assert ctl("-u", "dave", "-P", "new", "-q", "list_vhosts").out == "name\n/\nv\n"
     assert ctl("delete_vhost", "v").code == 0
     assert ctl("delete_user", "dave").code == 0
     gone = ctl("delete_user", "dave")
-    assert (gone.code, gone.err) == (mqctl.EX_SOFTWARE, "Error: no user 'dave'\n")
+    assert (gone.code, gone.err) == (EX_SOFTWARE, "Error: no user 'dave'\n")
 
 
 def test_policies_through_mqctl(node: NodeProcess, ctl: Mqctl) -> None:
@@ -162,15 +163,15 @@ def test_policies_through_mqctl(node: NodeProcess, ctl: Mqctl) -> None:
     assert ctl("-q", "list_queues", "name", "policy").out == "name\tpolicy\ntwo.q\tha-two\n"
 
     bad = ctl("set_policy", "ha", ".*", '{"ha-mode":"all","ha-sync-mode":"sometimes"}')
-    assert bad.code == mqctl.EX_SOFTWARE
+    assert bad.code == EX_SOFTWARE
     assert bad.err.startswith("Error: ha-sync-mode must be one of")
-    assert ctl("set_policy", "ha", ".*", "{ha-mode: all}").code == mqctl.EX_USAGE
+    assert ctl("set_policy", "ha", ".*", "{ha-mode: all}").code == EX_USAGE
 
     assert ctl("clear_policy", "ha-two").code == 0
     assert ctl("-q", "list_policies").out.splitlines() == [
         "vhost\tname\tpattern\tapply-to\tdefinition\tpriority",
     ]
-    assert ctl("clear_policy", "ha-two").code == mqctl.EX_SOFTWARE
+    assert ctl("clear_policy", "ha-two").code == EX_SOFTWARE
 
 
 def test_sync_queue_on_a_lone_node_says_the_queue_is_not_mirrored(node: NodeProcess,
@@ -178,10 +179,10 @@ def test_sync_queue_on_a_lone_node_says_the_queue_is_not_mirrored(node: NodeProc
     connect(node).channel().queue_declare("q", durable=True)
     for command in ("sync_queue", "cancel_sync_queue"):
         run = ctl(command, "q")
-        assert run.code == mqctl.EX_SOFTWARE
+        assert run.code == EX_SOFTWARE
         assert run.err == "Error: queue 'q' in vhost '/' is not mirrored\n"
     missing = ctl("sync_queue", "-p", "/", "absent")
-    assert (missing.code, missing.err) == (mqctl.EX_SOFTWARE,
+    assert (missing.code, missing.err) == (EX_SOFTWARE,
                                            "Error: no queue 'absent' in vhost '/'\n")
 
 
@@ -198,7 +199,7 @@ def test_stop_app_and_start_app(node: NodeProcess, ctl: Mqctl) -> None:
     with pytest.raises(pika.exceptions.ConnectionClosedByBroker):
         connection.process_data_events(time_limit=5)
     stopped = ctl("list_queues")
-    assert stopped.code == mqctl.EX_UNAVAILABLE
+    assert stopped.code == EX_UNAVAILABLE
     assert "stopped" in stopped.err
     status = json.loads(ctl("cluster_status", "--formatter", "json").out)
     assert status["disk_nodes"] == [node.name]
@@ -223,7 +224,7 @@ def test_usage_errors_exit_64(ctl: Mqctl) -> None:
     for args in (["no_such_command"], ["add_user", "only-a-name"], ["list_queues", "colour"],
                  []):
         run = ctl(*args)
-        assert run.code == mqctl.EX_USAGE, args
+        assert run.code == EX_USAGE, args
         assert "Error:" in run.err
 
 

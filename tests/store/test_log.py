@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cluster.store import MessageStore, Recovery, StoreCorrupted, StoreError
-from cluster.store.log import HEADER, MAGIC
+from cluster.store.records import HEADER, MAGIC
 
 from .helpers import reopen, segments
 

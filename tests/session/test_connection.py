@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 from pamqp import commands, frame
 
-from cluster.amqp.connection import OUTBOX_LIMIT
-from cluster.core.broker import Broker, BrokerConfig
-from cluster.core.error_log import BURST, WINDOW
+from cluster.core.broker import BrokerConfig
 from cluster.core.users import Permission
 from cluster.mgmt.shapes import connection_json
+from cluster.session.broker import Broker
+from cluster.session.connection import OUTBOX_LIMIT
+from cluster.session.error_log import BURST, WINDOW
 from cluster.store import MessageStore
 from tests.amqp.memory_client import PLAIN, FakeClock, MemoryClient, RecordedEvents, publish_frames
 

@@ -71,6 +71,8 @@ def _sample(cls: type[events.NodeEvent]) -> events.NodeEvent:
         if f.default is not dataclasses.MISSING:
             continue
         hint = events._hints(cls)[f.name]
+        if type(None) in typing.get_args(hint):  # optional: a value of its other type
+            (hint,) = [a for a in typing.get_args(hint) if a is not type(None)]
         fields[f.name] = values.get(f.name) or (
             1.5 if hint is float else 1 if hint is int else True if hint is bool
             else () if typing.get_origin(hint) is tuple else "x")

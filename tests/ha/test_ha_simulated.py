@@ -236,7 +236,7 @@ def test_a_policy_set_on_another_node_places_the_masters_mirrors() -> None:
     master = sim.coordinators["n1"]
 
     def mirrors() -> list[str]:
-        (queue,) = [q for q in master._queues() if q.name == "ha.q"]
+        (queue,) = [q for q in master.queues() if q.name == "ha.q"]
         return sorted(member.split("/")[0] for member in queue.record.mirrors)
 
     assert mirrors() == ["n2", "n3"]
@@ -280,7 +280,7 @@ def test_after_a_promotion_the_new_master_is_not_listed_as_a_synchronised_mirror
     sim = mirrored_queue(22)
     sim.kill("n1")
     sim.pump()
-    (queue,) = [q for q in sim.coordinators["n2"]._queues() if q.name == "ha.q"]
+    (queue,) = [q for q in sim.coordinators["n2"].queues() if q.name == "ha.q"]
     shown = queue_json(sim.brokers["n2"], queue)
     assert shown["node"] == "n2"
     assert shown["slave_nodes"] == shown["synchronised_slave_nodes"] == ["n3"]
@@ -324,13 +324,13 @@ def test_a_mirror_synchronised_by_draining_during_its_sync_is_listed_once() -> N
     ((method, _),) = consumer.deliveries()
     sim.restart("n3")  # its sync starts: the master is paused until it is done
     coordinator = sim.coordinators["n1"]
-    assert coordinator.syncs
+    assert coordinator.syncs.jobs
     consumer.send(1, commands.Basic.Ack(delivery_tag=method.delivery_tag))
     sim.pump()  # nothing older than n3's join is left: synchronised by draining
     while coordinator.sync_step():  # as n1's shell runs the sync, a batch at a time
         sim.pump()
     sim.pump()
-    (queue,) = [q for q in coordinator._queues() if q.name == "ha.q"]
+    (queue,) = [q for q in coordinator.queues() if q.name == "ha.q"]
     assert len(queue.record.synced) == len(set(queue.record.synced))
     assert queue_json(sim.brokers["n1"], queue)["synchronised_slave_nodes"] == ["n2", "n3"]
 

@@ -10,7 +10,7 @@ never ended. It must instead wait until n3 has started over as an empty joiner."
 from __future__ import annotations
 
 from tests.cluster.test_breakages import held, publish, replica
-from tests.cluster.test_ha_simulated import mirrored_queue
+from tests.ha.test_ha_simulated import mirrored_queue
 
 
 def test_a_catch_up_that_overtakes_the_record_reaches_the_restarted_mirror() -> None:

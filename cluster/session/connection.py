@@ -8,8 +8,9 @@ take more (`output_stalled`) the connection is not read, deliveries wait once
 `send_timeout` seconds is dropped.
 
 Handshake: protocol header → start/start-ok (PLAIN or AMQPLAIN) → tune/tune-ok →
-open/open-ok; then channels. A hard error closes the connection with
-``connection.close``; a malformed byte stream never escapes as an exception.
+open/open-ok, each step checked by `handshake`; then channels, whose frames `Channels`
+routes. A hard error closes the connection with ``connection.close``; a malformed byte
+stream never escapes as an exception.
 """
 
 from __future__ import annotations
@@ -22,27 +23,26 @@ from pamqp import commands
 from pamqp.base import Frame as Method
 
 from cluster.amqp import framing
-from cluster.amqp.channel import Channel
 from cluster.amqp.errors import (
     ACCESS_REFUSED,
     CHANNEL_ERROR,
     COMMAND_INVALID,
     CONNECTION_FORCED,
     FRAME_ERROR,
-    NOT_ALLOWED,
     UNEXPECTED_FRAME,
     AMQPError,
     ChannelError,
     ConnectionError_,
 )
-from cluster.core.users import may_log_in_from
+from cluster.session import handshake
+from cluster.session.channels import Channels
+from cluster.session.handshake import FRAME_MIN_SIZE
 
 if TYPE_CHECKING:
-    from cluster.core.broker import Broker
     from cluster.core.vhost import VirtualHost
+    from cluster.session.broker import Broker
+    from cluster.session.channel import Channel
 
-# Frames before tune-ok may be no larger than the spec's minimum frame size.
-FRAME_MIN_SIZE = 4096
 HANDSHAKE_TIMEOUT = 10.0
 CLOSE_TIMEOUT = 3.0
 # Bytes of output queued before deliveries wait for the shell to write it: a consumer
@@ -58,21 +58,6 @@ class State(enum.Enum):
     OPEN = "open"
     CLOSING = "closing"
     CLOSED = "closed"
-
-
-def _credentials(mechanism: str, response: bytes) -> tuple[str, str]:
-    if mechanism == "PLAIN":
-        parts = response.split(b"\x00")
-        if len(parts) != 3:
-            raise ValueError("PLAIN response is not authzid NUL user NUL password")
-        return parts[1].decode(), parts[2].decode()
-    # AMQPLAIN: a field table without its length prefix.
-    _, table = framing.decode_field_table(len(response).to_bytes(4, "big") + response)
-    login, password = table.get("LOGIN"), table.get("PASSWORD")
-    if not isinstance(login, str | bytes) or not isinstance(password, str | bytes):
-        raise ValueError("AMQPLAIN response lacks LOGIN or PASSWORD")
-    as_text = [v.decode() if isinstance(v, bytes) else v for v in (login, password)]
-    return as_text[0], as_text[1]
 
 
 class Connection:
@@ -96,8 +81,7 @@ class Connection:
         self.frame_max = FRAME_MIN_SIZE
         self.channel_max = config.channel_max
         self.heartbeat = 0
-        self.channels: dict[int, Channel] = {}
-        self._closing_channels: set[int] = set()
+        self.channels = Channels(self)
         self._reader = framing.FrameReader(FRAME_MIN_SIZE)
         self._header = b""
         # A channel waiting for another node's answer (basic.get on a remote queue, ...)
@@ -233,7 +217,7 @@ class Connection:
         if isinstance(error, ConnectionError_):
             self.close_with_error(error)
         elif isinstance(error, ChannelError):
-            self._close_channel(channel, error)
+            self.channels.fail(channel, error)
 
     def _receive_header(self, data: bytes) -> bytes:
         self._header += data
@@ -255,13 +239,7 @@ class Connection:
 
     def _start(self) -> None:
         self.state = State.AWAIT_START_OK
-        self._send_method(0, commands.Connection.Start(
-            version_major=0,
-            version_minor=9,
-            server_properties=self.broker.server_properties(),
-            mechanisms="PLAIN AMQPLAIN",
-            locales="en_US",
-        ))
+        self._send_method(0, handshake.start(self.broker.server_properties()))
 
     def _receive_frame(self, frame_type: int, channel: int, payload: bytes) -> None:
         if frame_type == framing.FRAME_HEARTBEAT:
@@ -284,7 +262,7 @@ class Connection:
                 CHANNEL_ERROR, f"frame on channel {channel} before the connection is open"
             )
         else:
-            self._channel_frame(frame_type, channel, payload)
+            self.channels.receive(frame_type, channel, payload)
 
     def _receive_while_closing(self, frame_type: int, channel: int, payload: bytes) -> None:
         """After we sent connection.close, only close/close-ok matter (spec 2.2.4)."""
@@ -308,7 +286,7 @@ class Connection:
         elif isinstance(method, commands.Connection.Open) and state is State.AWAIT_OPEN:
             self._open(method)
         elif isinstance(method, commands.Connection.Close):
-            self._close_all_channels()
+            self.channels.close_all()
             self._send_method(0, commands.Connection.CloseOk())
             self._finish("closed by client")
         elif isinstance(method, commands.Connection.Blocked | commands.Connection.Unblocked):
@@ -327,39 +305,14 @@ class Connection:
         self.client_properties = dict(method.client_properties or {})
         capabilities = self.client_properties.get("capabilities")
         self.capabilities = dict(capabilities) if isinstance(capabilities, dict) else {}
-        if method.mechanism not in ("PLAIN", "AMQPLAIN"):
-            raise ConnectionError_(
-                COMMAND_INVALID,
-                f"unknown authentication mechanism '{method.mechanism}'",
-            )
-        try:
-            response = method.response
-            raw = response.encode() if isinstance(response, str) else bytes(response)
-            user, password = _credentials(method.mechanism, raw)
-        except (ValueError, UnicodeDecodeError) as error:
-            raise ConnectionError_(
-                ACCESS_REFUSED, f"malformed {method.mechanism} response: {error}", 10, 11
-            ) from error
-        refusal = self._login_refusal(user, password)
+        user, password = handshake.credentials(method)
+        refusal = handshake.login_refusal(self.broker, user, password, self.peer_host)
         if refusal is not None:
             self._refuse_login(method.mechanism, refusal)
             return
         self.user = user
         self.state = State.AWAIT_TUNE_OK
-        config = self.broker.config
-        self._send_method(0, commands.Connection.Tune(
-            channel_max=config.channel_max,
-            frame_max=config.frame_max,
-            heartbeat=config.heartbeat,
-        ))
-
-    def _login_refusal(self, user: str, password: str) -> str | None:
-        """Why ``user`` may not log in (RabbitMQ's wording), or None when she may."""
-        if self.broker.users.authenticate(user, password) is None:
-            return f"user '{user}' - invalid credentials"
-        if not may_log_in_from(user, self.peer_host, self.broker.config.loopback_users):
-            return f"user '{user}' can only connect via localhost"
-        return None
+        self._send_method(0, handshake.tune(self.broker.config))
 
     def _refuse_login(self, mechanism: str, refusal: str) -> None:
         """The event log gets the reason. Clients get what RabbitMQ gives them: one that
@@ -380,125 +333,17 @@ class Connection:
         ))
 
     def _tune_ok(self, method: commands.Connection.TuneOk) -> None:
-        config = self.broker.config
-        if method.frame_max and not FRAME_MIN_SIZE <= method.frame_max <= config.frame_max:
-            raise ConnectionError_(
-                NOT_ALLOWED,
-                f"frame_max={method.frame_max} outside {FRAME_MIN_SIZE}..{config.frame_max}",
-                10,
-                31,
-            )
-        if method.channel_max > config.channel_max:
-            raise ConnectionError_(
-                NOT_ALLOWED,
-                f"channel_max={method.channel_max} > {config.channel_max} max",
-                10,
-                31,
-            )
-        self.frame_max = method.frame_max or config.frame_max
+        self.frame_max, self.channel_max = handshake.tuned(method, self.broker.config)
         self._reader.frame_max = self.frame_max
-        self.channel_max = method.channel_max or config.channel_max
         self.heartbeat = method.heartbeat
         self.state = State.AWAIT_OPEN
 
     def _open(self, method: commands.Connection.Open) -> None:
-        vhost = self.broker.vhosts.get(method.virtual_host)
-        if vhost is None:
-            raise ConnectionError_(
-                NOT_ALLOWED, f"vhost {method.virtual_host} not found", 10, 40
-            )
-        if not self.broker.users.can_access_vhost(self.user, vhost.name):
-            raise ConnectionError_(
-                NOT_ALLOWED,
-                f"access to vhost '{vhost.name}' refused for user '{self.user}'",
-                10,
-                40,
-            )
-        self.vhost = vhost
+        self.vhost = handshake.vhost_to_open(self.broker, self.user, method.virtual_host)
         self.state = State.OPEN
         self._send_method(0, commands.Connection.OpenOk())
         if self.broker.alarm:
             self.block()
-
-    # -- channels -----------------------------------------------------------------------
-
-    def _channel_frame(self, frame_type: int, channel_id: int, payload: bytes) -> None:
-        channel = self.channels.get(channel_id)
-        if channel_id in self._closing_channels:
-            self._receive_on_closing_channel(frame_type, channel_id, payload)
-            return
-        if frame_type != framing.FRAME_METHOD:
-            if channel is None:
-                raise ConnectionError_(
-                    UNEXPECTED_FRAME, f"content frame on channel {channel_id}, which is not open"
-                )
-            try:
-                if frame_type == framing.FRAME_HEADER:
-                    channel.handle_header(framing.decode_content_header(payload))
-                else:
-                    channel.handle_body(payload)
-            except ChannelError as error:
-                self._close_channel(channel, error)
-            return
-        method = framing.decode_method(payload)
-        if channel is None:
-            if not isinstance(method, commands.Channel.Open):
-                raise ConnectionError_(
-                    CHANNEL_ERROR, f"expected 'channel.open' on channel {channel_id}"
-                )
-            if len(self.channels) >= self.channel_max:
-                raise ConnectionError_(
-                    NOT_ALLOWED,
-                    f"number of channels opened ({len(self.channels)}) has reached the "
-                    f"negotiated channel_max ({self.channel_max})",
-                    20,
-                    10,
-                )
-            self.channels[channel_id] = Channel(self, channel_id)
-            self._send_method(channel_id, commands.Channel.OpenOk())
-            return
-        if isinstance(method, commands.Channel.Open):
-            raise ConnectionError_(
-                CHANNEL_ERROR, f"second 'channel.open' seen on channel {channel_id}", 20, 10
-            )
-        if isinstance(method, Method) and method.index >> 16 == 10:
-            raise ConnectionError_(
-                COMMAND_INVALID, f"connection method {method.name} on channel {channel_id}"
-            )
-        try:
-            channel.handle_method(method)
-        except ChannelError as error:
-            self._close_channel(channel, error)
-
-    def _receive_on_closing_channel(self, frame_type: int, channel_id: int, payload: bytes) -> None:
-        """We sent channel.close: drop everything until close-ok (spec 2.3.6)."""
-        if frame_type != framing.FRAME_METHOD:
-            return
-        method = framing.decode_method(payload)
-        if isinstance(method, commands.Channel.CloseOk):
-            self.forget_channel(channel_id)
-        elif isinstance(method, commands.Channel.Close):
-            self._send_method(channel_id, commands.Channel.CloseOk())
-            self.forget_channel(channel_id)
-
-    def _close_channel(self, channel: Channel, error: ChannelError) -> None:
-        channel.close()
-        self._closing_channels.add(channel.id)
-        self.broker.record_channel_error(self, channel.id, error)
-        self._send_method(channel.id, commands.Channel.Close(
-            error.code, error.reply_text, error.class_id, error.method_id
-        ))
-
-    def forget_channel(self, channel_id: int) -> None:
-        self.channels.pop(channel_id, None)
-        self._closing_channels.discard(channel_id)
-
-    def _close_all_channels(self) -> None:
-        for channel in list(self.channels.values()):
-            if not channel.closing:
-                channel.close()
-        self.channels.clear()
-        self._closing_channels.clear()
 
     # -- closing ------------------------------------------------------------------------
 
@@ -510,7 +355,7 @@ class Connection:
         self._send_close(error)
 
     def _send_close(self, error: ConnectionError_) -> None:
-        self._close_all_channels()
+        self.channels.close_all()
         self.close_reason = error.reply_text
         if self.state is State.AWAIT_HEADER:
             self._finish(error.reply_text)
@@ -526,7 +371,7 @@ class Connection:
         self.close_with_error(ConnectionError_(CONNECTION_FORCED, text))
 
     def _finish(self, reason: str) -> None:
-        self._close_all_channels()
+        self.channels.close_all()
         self.state = State.CLOSED
         self.should_close = True
         self.close_reason = reason

@@ -219,24 +219,6 @@ def test_codec_rejects_garbage(garbage: bytes) -> None:
         FrameBuffer().feed(garbage)
 
 
-class Growing:
-    """A deferred payload its sender keeps adding to."""
-
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-
-    def encode(self) -> bytes:
-        return b"".join(self.parts)
-
-
-def test_a_deferred_payload_is_encoded_when_the_envelope_is() -> None:
-    growing = Growing()
-    envelope = Envelope("batch", {"n": 1}, deferred=growing)
-    growing.parts += [b"a", b"\x00b"]
-    (got,) = FrameBuffer().feed(encode(envelope))
-    assert got == Envelope("batch", {"n": 1}, b"a\x00b")
-
-
 def test_codec_keeps_a_partial_frame_after_whole_ones_in_one_chunk() -> None:
     envelopes = [Envelope("x", {"i": i}, bytes([i]) * i) for i in range(5)]
     wire = b"".join(encode(e) for e in envelopes)

@@ -18,7 +18,7 @@ from cluster.core.policy import Policy
 from tests.amqp.memory_client import MemoryClient
 from tests.cluster.simcluster import SimCluster
 from tests.cluster.test_breakages import confirmed_tags, held, publish, replica
-from tests.cluster.test_ha_simulated import mirrored_queue
+from tests.ha.test_ha_simulated import mirrored_queue
 
 
 def restart_with_policy(sim: SimCluster, node: str, *, seen_by: list[str]) -> None:

@@ -16,6 +16,7 @@ import pika.exceptions
 import pytest
 
 from cluster import mqctl
+from cluster.mqctl.errors import EX_DATAERR, EX_USAGE
 from cluster.peer.boot import LastRunningFile
 from faults.management import Management
 from faults.nemesis import Op, QueueAdminNemesis
@@ -289,9 +290,9 @@ def test_forgetting_the_last_node_offline_lets_another_start_first(
     for name in NAMES:
         control.stop(name, timeout=10.0)
     data_dir = control.node("n2").data_dir
-    assert mqctl.main(["forget_cluster_node", "--offline", "n3"]) == mqctl.EX_USAGE
+    assert mqctl.main(["forget_cluster_node", "--offline", "n3"]) == EX_USAGE
     assert mqctl.main(["forget_cluster_node", "--offline", "--data-dir", str(data_dir),
-                       "n1"]) == mqctl.EX_DATAERR
+                       "n1"]) == EX_DATAERR
     assert "n1 is not among the nodes" in capsys.readouterr().err
     assert mqctl.main(["forget_cluster_node", "--offline", "--data-dir", str(data_dir),
                        "n3"]) == 0

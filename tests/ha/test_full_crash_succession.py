@@ -16,13 +16,14 @@ from typing import Any
 
 import pytest
 
-from cluster.core.broker import Broker, BrokerConfig
+from cluster.core.broker import BrokerConfig
 from cluster.core.policy import Policy
 from cluster.core.queue import Queue
 from cluster.ha.coordinator import Coordinator
+from cluster.session.broker import Broker
 from tests.cluster.simcluster import SimCluster
 from tests.cluster.test_breakages import held, master_node, publish
-from tests.cluster.test_ha_simulated import mirrored_queue
+from tests.ha.test_ha_simulated import mirrored_queue
 
 
 def with_partial_mirror(seed: int) -> SimCluster:
@@ -84,7 +85,7 @@ def test_the_definitions_file_keeps_the_succession_until_a_coordinator_saves_ane
     saved: list[dict[str, Any]] = []
     broker = Broker(BrokerConfig(node_name="n3"), save_definitions=saved.append)
     broker.load_definitions({"successions": {"/": {"ha.q": ["n1", "n2", "n3"]}}})
-    broker.definitions_changed()  # a node at start-up, before its coordinator exists
+    broker.save_definitions()  # before its coordinator exists
     assert saved[-1]["successions"] == {"/": {"ha.q": ["n1", "n2", "n3"]}}
     coordinator = Coordinator(broker, "n3", "i1", ["n1", "n2"])
     copy = Queue("/", "ha.q", durable=True)

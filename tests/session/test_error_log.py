@@ -3,7 +3,7 @@ counted and reported once the window is over."""
 
 from __future__ import annotations
 
-from cluster.core.error_log import ErrorLogLimit
+from cluster.session.error_log import ErrorLogLimit
 
 
 def test_a_host_gets_its_burst_then_is_counted_and_reported_once() -> None:

@@ -9,7 +9,7 @@ import asyncio
 from cluster.peer.codec import Envelope, encode
 from cluster.peer.links import FLOW_HIGH, ClusterSettings, PeerNetwork
 from faults.ports import free_port
-from tests.cluster.test_links_reads import until
+from tests.peer.test_links_reads import until
 
 PAYLOAD = 1 << 20
 

@@ -1,0 +1,7 @@
+"""``python -m cluster.mqctl``: the ``mqctl`` command."""
+
+import sys
+
+from cluster.mqctl.cli import main
+
+sys.exit(main())
