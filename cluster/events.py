@@ -261,102 +261,86 @@ class PolicyCleared(NodeEvent):
 
 
 @dataclass(frozen=True)
-class QueueMaster(NodeEvent):
+class QueueEvent(NodeEvent):
+    """An event of one queue."""
+
+    vhost: str
+    queue: str
+
+
+@dataclass(frozen=True)
+class MemberEvent(QueueEvent):
+    """An event of one member of a queue's group, which names the node it is about."""
+
+    member: str
+
+    def subject(self) -> str | None:
+        return _member_node(self.member)
+
+
+@dataclass(frozen=True)
+class QueueMaster(MemberEvent):
     """This node masters the queue: declared here, or ``reclaimed`` on recovery."""
 
     kind = "queue_master"
-    vhost: str
-    queue: str
-    member: str
     provisional: bool = False
     reclaimed: bool = False
 
 
 @dataclass(frozen=True)
-class MirrorAdded(NodeEvent):
+class MirrorAdded(MemberEvent):
     kind = "mirror_added"
     op = "mirror-added"
-    vhost: str
-    queue: str
-    member: str
-
-    def subject(self) -> str | None:
-        return _member_node(self.member)
 
 
 @dataclass(frozen=True)
-class MirrorDropped(NodeEvent):
+class MirrorDropped(MemberEvent):
     """Reported by the master: the policy no longer wants ``member``, or it is down."""
 
     kind = "mirror_dropped"
     op = "mirror-dropped"
-    vhost: str
-    queue: str
-    member: str
     reason: Literal["policy", "down"] | None = None  # None: the node does not say
-
-    def subject(self) -> str | None:
-        return _member_node(self.member)
 
 
 @dataclass(frozen=True)
-class MirrorSynchronised(NodeEvent):
+class MirrorSynchronised(MemberEvent):
     """Reported by the master: ``member`` holds everything the master holds (by a
     completed sync or by draining what is older than its join)."""
 
     kind = "mirror_synchronised"
-    vhost: str
-    queue: str
-    member: str
-
-    def subject(self) -> str | None:
-        return _member_node(self.member)
 
 
 @dataclass(frozen=True)
-class Promotion(NodeEvent):
+class Promotion(MemberEvent):
     """``member`` (this node) became the master; ``previous``: the master it took over
     from, and ``synchronised`` whether it was, when the node knows."""
 
     kind = "promotion"
     op = "promotion"
-    vhost: str
-    queue: str
-    member: str
     synchronised: bool | None = None
     previous: tuple[str, ...] | None = None
 
-    def subject(self) -> str | None:
-        return _member_node(self.member)
-
 
 @dataclass(frozen=True)
-class PromotionRefused(NodeEvent):
+class PromotionRefused(MemberEvent):
     kind = "promotion_refused"
-    vhost: str
-    queue: str
-    member: str
     setting: str
 
 
 @dataclass(frozen=True)
-class SyncStart(NodeEvent):
+class SyncStart(QueueEvent):
     kind = "sync_start"
     op = "sync-start"
-    vhost: str
-    queue: str
     mirrors: tuple[str, ...]
 
 
 @dataclass(frozen=True)
-class SyncEnd(NodeEvent):
+class SyncEnd(QueueEvent):
     """``synchronised``: every mirror in ``mirrors`` now holds what the master holds;
     ``cancelled``: none of them is synchronised by it."""
 
     kind = "sync_end"
     op = "sync-end"
-    vhost: str
-    queue: str
     outcome: Literal["synchronised", "cancelled"]
     mirrors: tuple[str, ...] = ()
 
