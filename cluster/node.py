@@ -157,8 +157,9 @@ class Node:
         deadline = loop.time() + timeout
         while not done():
             self._peers_changed.clear()
-            try:
-                await asyncio.wait_for(self._peers_changed.wait(), deadline - loop.time())
+            try:  # asyncio.timeout, not wait_for: see PeerNetwork._dial
+                async with asyncio.timeout_at(deadline):
+                    await self._peers_changed.wait()
             except TimeoutError:
                 return done()
         return True
@@ -250,7 +251,8 @@ class Node:
             starting = coordinator.awaiting - set(self.peers.detector.running())
             timeout = self.settings.peer_wait if starting else cluster.tick * cluster.count
             try:
-                await asyncio.wait_for(settled.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await settled.wait()
             except TimeoutError:
                 self.events.emit(events.ClusterWaitTimeout(peers=tuple(sorted(coordinator.awaiting))))
                 coordinator.stop_waiting()

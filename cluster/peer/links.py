@@ -314,11 +314,13 @@ class PeerNetwork:
         loop = asyncio.get_running_loop()
         tick = self.settings.tick
         while True:
+            # asyncio.timeout, not wait_for: in Python 3.11 wait_for drops a cancel that
+            # lands as its wait ends, and a node stopping beside its peers dialled on
+            # for ever instead of stopping.
             try:
-                transport, protocol = await asyncio.wait_for(
-                    loop.create_connection(partial(_Outbound, partial(self._link_flow, peer)),
-                                           host, port), tick * self.settings.count
-                )
+                async with asyncio.timeout(tick * self.settings.count):
+                    transport, protocol = await loop.create_connection(
+                        partial(_Outbound, partial(self._link_flow, peer)), host, port)
             except (OSError, TimeoutError):
                 await asyncio.sleep(tick / 2)
                 continue
@@ -329,7 +331,8 @@ class PeerNetwork:
                 while not protocol.closed.done():
                     self.send(peer, self._heartbeat())
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(asyncio.shield(protocol.closed), tick)
+                        async with asyncio.timeout(tick):
+                            await asyncio.shield(protocol.closed)
             finally:
                 if self._outbound.get(peer) is transport:
                     del self._outbound[peer]
