@@ -10,12 +10,17 @@ from the command line (`cluster.settings`). Every batch of input ends in one
 (`cluster.peer.partition_policy`) decides about and the node carries out.
 ``stop_app``/``start_app`` tear the broker down and rebuild it from disk without ending
 the process, like rabbitmqctl's.
+
+Some 550 lines, one class: boot, the app's life, the peers' events and the flush all
+read and change the same state (the running broker, its store and coordinator, the
+links), and splitting them would pass that state around instead.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import socket
@@ -29,8 +34,8 @@ from cluster.core.queue import Queue
 from cluster.core.users import Permission
 from cluster.definitions import DefinitionsError, DefinitionsFile
 from cluster.events import EventLog
+from cluster.ha.checks import MalformedEnvelope
 from cluster.ha.coordinator import Coordinator
-from cluster.ha.wire import MalformedEnvelope
 from cluster.peer.boot import BootError, BootGate, LastRunningFile
 from cluster.peer.codec import Envelope
 from cluster.peer.detector import Event, PeerEvent
@@ -513,8 +518,16 @@ async def run_node(settings: NodeSettings, config: NodeConfig) -> None:
     await node.stop()
 
 
+# Objects allocated between two passes of the cycle collector over the youngest ones.
+# A publish allocates a few short-lived containers, all freed by their reference counts;
+# at Python's default (700) the passes over them took about a tenth of a mirror's CPU
+# under `mirrorchaos bench` (docs/cluster-design.md, "The node shell").
+GC_YOUNG_THRESHOLD = 10_000
+
+
 def main(argv: list[str] | None = None) -> int:
     settings = parse_args(argv)
+    gc.set_threshold(GC_YOUNG_THRESHOLD)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

@@ -85,8 +85,10 @@ class ChannelWaits:
 
     def open(self, channel: ClientChannel, pubid: int) -> ConfirmWait:
         """A wait for ``channel``'s publish ``pubid``."""
-        _, waits = self._channels.setdefault(channel.ref, (channel, {}))
-        wait = waits[pubid] = ConfirmWait(pubid, any_one=self.any_one)
+        found = self._channels.get(channel.ref)
+        if found is None:
+            found = self._channels[channel.ref] = (channel, {})
+        wait = found[1][pubid] = ConfirmWait(pubid, any_one=self.any_one)
         return wait
 
     def forget(self, channel: ClientChannel) -> None:
@@ -136,9 +138,6 @@ class ConfirmTracker:
         # confirm (dead, dropped, of a declaration that lost).
         self.waits_for_dead = waits_for_dead
         self._durable: list[tuple[int, str, int, str]] = []  # (lsn, sender, pubid, uid)
-
-    def open(self, channel: ClientChannel, pubid: int) -> ConfirmWait:
-        return self.waits.open(channel, pubid)
 
     def when_durable(self, lsn: int, sender: str, pubid: int, uid: str) -> None:
         """The replica here of declaration ``uid`` holds publish ``pubid`` of channel

@@ -116,14 +116,17 @@ class Outbox:
             self._last[peer] = batch
         batch.add(sender, uid, pubid)
 
-    def gm(self, peer: str, message: GroupMessage) -> None:
-        sender = (message.queue, message.uid, message.sender)
-        last = self._gm.get(sender)
-        if last is not None and last.to == message.to and absorb(last.message,
-                                                                  message.message):
+    def gm(self, peer: str, queue: QueueRef, uid: str, to: Member, sender: Member,
+           message: GMMessage) -> None:
+        """GM ``message`` from member ``sender`` to member ``to`` (on ``peer``) of
+        declaration ``uid``'s group. The envelope is built only when the message does not
+        join the last one: a master's every publish brings activity for its neighbour."""
+        key = (queue, uid, sender)
+        last = self._gm.get(key)
+        if last is not None and last.to == to and absorb(last.message, message):
             return
-        self._gm[sender] = message
-        self.send(peer, message)
+        group = self._gm[key] = GroupMessage(queue, uid, to, sender, message)
+        self.send(peer, group)
 
     def take(self) -> list[tuple[str, Envelope]]:
         """Everything queued, in order, as envelopes; the outbox is empty after."""

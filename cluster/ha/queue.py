@@ -37,7 +37,6 @@ from cluster.ha.messages import (
     AskGet,
     AskPurge,
     Count,
-    GroupMessage,
     Op,
     Publish,
     PubOp,
@@ -65,6 +64,7 @@ class ClusterQueue:
         self.coordinator = coordinator
         self.vhost = record.vhost
         self.name = record.name
+        self.ref = QueueRef(self.vhost, self.name)
         self.durable = record.durable
         self.auto_delete = record.auto_delete
         self.arguments = record.arguments
@@ -90,10 +90,6 @@ class ClusterQueue:
         self.kept: Queue | None = None
 
     # -- role -----------------------------------------------------------------------------
-
-    @property
-    def ref(self) -> QueueRef:
-        return QueueRef(self.vhost, self.name)
 
     @property
     def is_master(self) -> bool:
@@ -181,7 +177,7 @@ class ClusterQueue:
         if wait is None:
             pubid = channel.next_pubid()
             if publishing.confirm:
-                wait = publishing.wait = coordinator.confirms.open(channel, pubid)
+                wait = publishing.wait = coordinator.confirms.waits.open(channel, pubid)
         else:
             # Routed to queues before this one: their replicas and ours confirm the
             # publish id its wait was opened under, which is what the wait is found by.
@@ -274,8 +270,7 @@ class ClusterQueue:
         # The outbox joins activity for one neighbour into one message until it is
         # taken, so a batch of input makes one GM message per hop.
         for target, message in member.take_outbox():
-            outbox.gm(node_of(target), GroupMessage(self.ref, self.record.uid, target,
-                                                    self.me, message))
+            outbox.gm(node_of(target), self.ref, self.record.uid, target, self.me, message)
         deliveries = member.take_deliveries()
         if self.coordinator.breaks.gm_reorder:
             _swap_neighbouring_publishes(deliveries)

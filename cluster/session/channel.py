@@ -56,6 +56,9 @@ class _PendingContent:
 class Channel:
     def __init__(self, connection: Connection, channel_id: int) -> None:
         self.connection = connection
+        # A channel opens on an open connection: its broker and vhost are settled.
+        self.broker: Broker = connection.broker
+        self.vhost: VirtualHost = connection.vhost
         self.id = channel_id
         # The channel's name across the cluster: owner of its deliveries, sender of its
         # publishes.
@@ -83,14 +86,6 @@ class Channel:
         self.held_bytes = 0
         # What queue methods naming no queue mean (RabbitMQ's "last declared queue").
         self.last_queue = ""
-
-    @property
-    def broker(self) -> Broker:
-        return self.connection.broker
-
-    @property
-    def vhost(self) -> VirtualHost:
-        return self.connection.vhost
 
     # -- output -------------------------------------------------------------------------
 

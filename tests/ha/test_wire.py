@@ -16,6 +16,7 @@ from cluster.core.message import Message
 from cluster.core.queue import Counts, Entry, GetAnswer
 from cluster.gm import Activity, CatchUp, Pub, SenderSnapshot
 from cluster.gm import Entry as GMEntry
+from cluster.ha.checks import MalformedEnvelope
 from cluster.ha.messages import (
     Answer,
     AskCounts,
@@ -53,7 +54,7 @@ from cluster.ha.messages import (
     TakeOp,
 )
 from cluster.ha.outbox import Outbox
-from cluster.ha.wire import MalformedEnvelope, decode, encode
+from cluster.ha.wire import decode, encode
 from cluster.meta.replica import Update, Version
 from cluster.peer.codec import CodecError, Envelope, FrameBuffer
 from cluster.peer.codec import encode as frame
@@ -313,15 +314,19 @@ def group(to: str, version: int, *entries: GMEntry) -> GroupMessage:
     return GroupMessage(Q, "u1", to, "n1/i", Activity(version, list(entries)))
 
 
+def queue_gm(outbox: Outbox, peer: str, message: GroupMessage) -> None:
+    outbox.gm(peer, message.queue, message.uid, message.to, message.sender, message.message)
+
+
 def test_a_members_later_activity_for_the_same_neighbour_joins_its_message() -> None:
     outbox = Outbox("n1")
-    outbox.gm("n2", group("n2/i", 2, GMEntry("n1/i", [Pub(0, 2, OPS[1])], -1)))
+    queue_gm(outbox, "n2", group("n2/i", 2, GMEntry("n1/i", [Pub(0, 2, OPS[1])], -1)))
     outbox.send("n2", Credit(Q, "k", 1))
-    outbox.gm("n2", group("n2/i", 2, GMEntry("n1/i", [Pub(1, 2, OPS[2])], 0),
+    queue_gm(outbox, "n2", group("n2/i", 2, GMEntry("n1/i", [Pub(1, 2, OPS[2])], 0),
                           GMEntry("n3/i", [], 3)))
-    outbox.gm("n2", group("n2/i", 3, GMEntry("n1/i", [Pub(2, 3, OPS[3])], -1)))  # new view
-    outbox.gm("n3", group("n3/i", 3, GMEntry("n1/i", [Pub(3, 3, OPS[4])], -1)))  # another
-    outbox.gm("n3", GroupMessage(Q, "u1", "n3/i", "n1/i", CatchUp(3, {})))  # no activity
+    queue_gm(outbox, "n2", group("n2/i", 3, GMEntry("n1/i", [Pub(2, 3, OPS[3])], -1)))  # new view
+    queue_gm(outbox, "n3", group("n3/i", 3, GMEntry("n1/i", [Pub(3, 3, OPS[4])], -1)))  # another
+    queue_gm(outbox, "n3", GroupMessage(Q, "u1", "n3/i", "n1/i", CatchUp(3, {})))  # no activity
     assert taken(outbox) == [
         ("n2", group("n2/i", 2, GMEntry("n1/i", [Pub(0, 2, OPS[1]), Pub(1, 2, OPS[2])], 0),
                      GMEntry("n3/i", [], 3))),
