@@ -169,8 +169,6 @@ def _pubs(pubs: object) -> list[Pub]:
         if found is None:
             raise MalformedEnvelope(f"{kind!r} is no replicated op")
         types, make = found
-        if len(args) != len(types):
-            raise MalformedEnvelope(f"{kind} op with {len(args)} values, not {len(types)}")
         decoded.append(Pub(seq, view, make(*check.record(args, types))))
     return decoded
 
@@ -193,8 +191,8 @@ def _gm(doc: Any) -> GMMessage:
             for sender, pubs, ack in check.items(doc["e"])])
     if "c" in doc:
         return CatchUp(check.number(doc["c"]), {
-            check.member(sender): SenderSnapshot(tuple(_pubs(pending)), check.number(last_pub),
-                                            check.number(last_ack))
+            check.member(sender): SenderSnapshot(tuple(_pubs(pending)),
+                                                 check.number(last_pub), check.number(last_ack))
             for sender, (pending, last_pub, last_ack) in doc["s"].items()})
     raise MalformedEnvelope(f"GM message is neither activity nor catch-up: keys {sorted(doc)}")
 

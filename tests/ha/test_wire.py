@@ -213,7 +213,7 @@ Q_FIELDS = {"q": ["/", "ha.q"]}
     (gm(blob({"a": 1, "e": [[5, [], -1]]})), "where a member belongs"),
     (gm(blob({"a": 1, "e": "nope"})), "where a list belongs"),
     (gm(blob({"c": 1, "s": {"n1/a": [[], -1]}})), "gm: ValueError"),
-    (gm(blob(activity([0, 1, ["pub", 0, "s", 1, True]]))), "pub op with 4 values, not 5"),
+    (gm(blob(activity([0, 1, ["pub", 0, "s", 1, True]]))), "4 values where 5 belong"),
     (gm(blob(activity([0, 1, ["shove", 0]]))), "'shove' is no replicated op"),
     (gm(blob(activity([0, 1, "x"]))), "'x' where a list belongs"),
     (gm(blob(activity([0, 1, ["take", 0, False, None]]))), "None where a string belongs"),
