@@ -90,16 +90,16 @@ class LeanConnection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         conn = cls(url)
         try:
-            await asyncio.wait_for(
-                loop.create_connection(lambda: conn, url.host, url.port), timeout
-            )
+            async with asyncio.timeout(timeout):
+                await loop.create_connection(lambda: conn, url.host, url.port)
         except TimeoutError as err:
             raise conn._broker_error(f"no TCP connection within {timeout:g}s") from err
         except OSError as err:
             reason = err.strerror or str(err)
             raise conn._broker_error(f"cannot connect: {reason}") from err
         try:
-            await asyncio.wait_for(conn._handshake(), timeout)
+            async with asyncio.timeout(timeout):
+                await conn._handshake()
         except TimeoutError as err:
             conn.abort()
             raise conn._broker_error(f"no AMQP handshake within {timeout:g}s") from err
@@ -167,14 +167,9 @@ class LeanConnection(asyncio.Protocol):
             self.abort()
             return
         with contextlib.suppress(BrokerError, TimeoutError):
-            await asyncio.wait_for(
-                self.call(
-                    commands.Connection.Close(200, "bench done", 0, 0),
-                    commands.Connection.CloseOk,
-                    channel=0,
-                ),
-                5,
-            )
+            async with asyncio.timeout(5):
+                await self.call(commands.Connection.Close(200, "bench done", 0, 0),
+                                commands.Connection.CloseOk, channel=0)
         self.abort()
 
     def abort(self) -> None:
@@ -334,7 +329,8 @@ class LeanConnection(asyncio.Protocol):
                 )
             last = settled
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(run.finished), stall_timeout)
+                async with asyncio.timeout(stall_timeout):
+                    await asyncio.shield(run.finished)
         run.finished.result()
         if run.nacked:
             raise self._broker_error(f"broker nacked {run.nacked} of {run.count} publishes")

@@ -43,7 +43,8 @@ async def _read_until(reader: asyncio.StreamReader, answer: Answer,
     """Read until ``done()``; True when the broker closed the socket first."""
     while not done():
         try:
-            data = await asyncio.wait_for(reader.read(65536), SILENCE)
+            async with asyncio.timeout(SILENCE):
+                data = await reader.read(65536)
         except ConnectionError:
             data = b""
         if not data:
@@ -170,7 +171,8 @@ async def _serve(connection: aio_pika.abc.AbstractConnection, report: PoliteRepo
             report.problems.append(f"publish {body!r} answered {confirmation!r}")
     if len(report.delivered) < len(report.published):
         try:
-            await asyncio.wait_for(everything.wait(), drain_timeout)
+            async with asyncio.timeout(drain_timeout):
+                await everything.wait()
         except TimeoutError:
             report.problems.append(
                 f"{len(report.delivered)} of {len(report.published)} messages came back")

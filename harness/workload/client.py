@@ -147,9 +147,8 @@ class Client(abc.ABC):
                       publisher_confirms: bool = False) -> AbstractChannel:
         # Every broker round trip is bounded: a broker that stops answering must not
         # hold a client (and the run's stop) forever.
-        return await asyncio.wait_for(
-            connection.channel(publisher_confirms=publisher_confirms),
-            self.spec.confirm_timeout)
+        async with asyncio.timeout(self.spec.confirm_timeout):
+            return await connection.channel(publisher_confirms=publisher_confirms)
 
     async def exchange(self, channel: AbstractChannel) -> AbstractExchange:
         """Where publishes go: the workload's exchange (not declared again here, so a
@@ -171,5 +170,6 @@ class Client(abc.ABC):
 
 async def _close(connection: AbstractConnection) -> None:
     with contextlib.suppress(*CLIENT_ERRORS, asyncio.CancelledError):
-        await asyncio.wait_for(connection.close(), CONNECT_TIMEOUT)
+        async with asyncio.timeout(CONNECT_TIMEOUT):
+            await connection.close()
 
