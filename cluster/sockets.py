@@ -18,6 +18,7 @@ from typing import Protocol
 
 from cluster.amqp.errors import INTERNAL_ERROR, ConnectionError_
 from cluster.definitions import DefinitionsFile
+from cluster.reads import BufferedReader
 from cluster.session.broker import Broker
 from cluster.session.connection import Connection
 
@@ -38,7 +39,7 @@ class Shell(Protocol):
     def flush(self) -> None: ...
 
 
-class AMQPProtocol(asyncio.Protocol):
+class AMQPProtocol(BufferedReader):
     """Bytes in → `Connection.receive_data`; the node writes what the broker queued."""
 
     def __init__(self, node: Shell) -> None:

@@ -27,6 +27,7 @@ from cluster.peer.detector import (
     PeerDown,
     Probe,
 )
+from cluster.reads import BufferedReader
 
 log = logging.getLogger("mirrorchaos.peer")
 
@@ -48,7 +49,7 @@ class ClusterSettings:
     count: int = 4
 
 
-class _Inbound(asyncio.Protocol):
+class _Inbound(BufferedReader):
     def __init__(self, network: PeerNetwork) -> None:
         self.network = network
         self.frames = FrameBuffer()
