@@ -36,10 +36,17 @@ def run_schedule(nemesis: Nemesis, steps: Sequence[Step], *,
                  stop: threading.Event | None = None,
                  on_record: Callable[[Record], None] | None = None) -> list[Record]:
     """Invoke each step at its time; ``stop`` ends the schedule early (then the final
-    heal runs at once). Raises `UnhealedError` when the final heal is not ``ok``."""
+    heal runs at once). Raises `UnhealedError` when the final heal is not ``ok``.
+
+    A step that ends late (a node that takes seconds to start again) moves the rest of
+    the schedule with it: each step is invoked no sooner than its planned gap after the
+    step before it was. A window a schedule opens on purpose, a cut shorter than failure
+    detection before a kill, say, stays as long as planned instead of closing to
+    nothing as the late steps run back to back."""
     start = time.monotonic()
     records: list[Record] = []
     final: Record | None = None
+    before: tuple[float, float] | None = None  # the last step: planned at, invoked at
 
     def invoke(op: Op) -> Record:
         invoked_at = time.monotonic() - start
@@ -52,11 +59,15 @@ def run_schedule(nemesis: Nemesis, steps: Sequence[Step], *,
 
     try:
         for step in steps:
-            delay = start + step.at - time.monotonic()
+            due = start + step.at
+            if before is not None:
+                due = max(due, before[1] + step.at - before[0])
+            delay = due - time.monotonic()
             if stop is not None and stop.wait(max(0.0, delay)):
                 break
             if stop is None and delay > 0:
                 time.sleep(delay)
+            before = (step.at, time.monotonic())
             record = invoke(step.op)
             if is_final(step.op):
                 final = record

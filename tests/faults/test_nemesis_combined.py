@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -97,6 +98,29 @@ def test_a_stopped_run_still_ends_with_the_final_heal() -> None:
     stop.set()
     records = run_schedule(NoopNemesis(), steps, stop=stop)
     assert [r.invoked for r in records] == [Op(HEAL, {"final": True})]
+
+
+class SlowStarts(NoopNemesis):
+    """A start takes half a second, as a node's restart takes seconds."""
+
+    fs = frozenset({HEAL, "start", "partition", "kill"})
+
+    def invoke(self, op: Op) -> Op:
+        if op.f == "start":
+            time.sleep(0.5)
+        return op.ok()
+
+
+def test_a_late_step_moves_the_rest_so_the_gaps_after_it_stay_as_planned() -> None:
+    """The cut before a kill lasts its 0.3 s even though the start before it ended
+    0.4 s after the cut was due: the steps after a late one are not run back to back."""
+    steps = [Step(0.0, Op("start")), Step(0.1, Op("partition")), Step(0.4, Op("kill")),
+             Step(0.5, Op(HEAL, {"final": True}))]
+    records = run_schedule(SlowStarts(), steps)
+    invoked = {r.invoked.f: r.invoked_at for r in records}
+    assert invoked["partition"] >= 0.5  # late: the start took 0.5 s
+    assert invoked["kill"] - invoked["partition"] >= 0.3
+    assert records[-1].invoked_at - invoked["kill"] >= 0.1
 
 
 def test_a_step_that_raises_still_ends_with_the_final_heal() -> None:
