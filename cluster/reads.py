@@ -4,8 +4,9 @@ asyncio's plain `asyncio.Protocol` reads each time into a new 256 KiB bytes obje
 shrinks it to what arrived. glibc serves a request that size with mmap, shrinks it with
 mremap and frees it with munmap once its mmap threshold has fallen below 256 KiB, which
 happens to some processes and not others: such a node made three extra system calls and
-page faults on every read (docs/cluster-design.md, "The node shell"). `BufferedReader` reads into one bytearray
-instead, and hands its protocol a copy of the bytes that arrived.
+page faults on every read (docs/cluster-design.md, "The node shell"). `BufferedReader`
+reads into one bytearray instead, and hands its protocol a copy of the bytes that
+arrived.
 """
 
 from __future__ import annotations
