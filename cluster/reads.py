@@ -12,6 +12,7 @@ arrived.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 READ_SIZE = 256 * 1024  # as much as asyncio reads at once by default
 
@@ -22,14 +23,12 @@ _BUFFER = memoryview(bytearray(READ_SIZE))
 
 class BufferedReader(asyncio.BufferedProtocol):
     """A protocol that reads into the shared buffer and receives bytes as
-    `asyncio.Protocol.data_received` does."""
+    `asyncio.Protocol.data_received` does; each subclass defines ``data_received``."""
+
+    data_received: Callable[[bytes], None]
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return _BUFFER
 
     def buffer_updated(self, nbytes: int) -> None:
         self.data_received(bytes(_BUFFER[:nbytes]))
-
-    def data_received(self, data: bytes) -> None:
-        """What arrived; the subclass handles it."""
-        raise NotImplementedError
