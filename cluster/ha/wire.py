@@ -67,7 +67,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from cluster.amqp import tablejson
 from cluster.core.message import Message
@@ -236,36 +236,13 @@ def _plain_encoder(kind: str, header: tuple[Field, ...],
     return encode
 
 
-# Readers by the exact type they take, and what they make of it (None: the value as it
-# is): a header read by these alone is checked in one pass, as `checks.record` does.
-_BY_TYPE: dict[Callable[[Any], Any], tuple[type, Callable[[Any], Any] | None]] = {
-    check.string: (str, None), check.member: (str, None), check.number: (int, None),
-    check.flag: (bool, None), check.queue: (list, check.queue),
-    check.numbers: (list, check.numbers)}
-
-
 def _plain_decoder(cls: type, header: tuple[Field, ...],
                    payload: Payload | None) -> Callable[[Fields, bytes], PeerMessage]:
-    names = tuple(name for name, _, _ in header)
-    keys = tuple(key for _, key, _ in header)
-    exact = [found for _, _, read in header if (found := _BY_TYPE.get(read)) is not None]
-    whole = len(exact) == len(header)  # every field of the header read by type
-    types = tuple(kind for kind, _ in exact) if whole else None
-    convert = [(name, make) for name, (_, make) in zip(names, exact, strict=True)
-               if make is not None] if whole else []
-
     def decode(fields: Fields, data: bytes) -> PeerMessage:
-        found = tuple(map(fields.get, keys))
-        if types is not None and tuple(map(type, found)) == types:
-            values = dict(zip(names, found, strict=True))
-            for name, make in convert:
-                values[name] = make(values[name])
-        else:  # each field read on its own, to name the one that is wrong
-            values = {name: read(check.field(fields, key)) for name, key, read in header}
+        values = {name: read(check.field(fields, key)) for name, key, read in header}
         if payload is not None:
             values[payload[0]] = payload[2](data)
-        message: PeerMessage = cls(**values)
-        return message
+        return cast(PeerMessage, cls(**values))
 
     return decode
 
