@@ -240,6 +240,10 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "dropped)", ("lost",),
              "publishes through a topic exchange whose routing key is exactly the words "
              "before a binding's trailing #"),
+    Breakage("fanout-one-queue",
+             "a fanout exchange routes each message to one of the queues it binds (the "
+             "first by name), not to every one: the others never get it", ("lost",),
+             "publishes through a fanout exchange bound to two queues, each copy drained"),
     Breakage("mandatory-ignored",
              "a mandatory publish that no queue takes is dropped and confirmed without a "
              "basic.return", ("unreturned",),
@@ -299,6 +303,7 @@ class Breaks:
     forget_no_promotion: bool = False
     no_ack_get_unsettled: bool = False
     topic_hash_needs_a_word: bool = False
+    fanout_one_queue: bool = False
     mandatory_ignored: bool = False
 
     @classmethod

@@ -64,9 +64,13 @@ class Exchange:
     def unbind_queue(self, queue: str) -> None:
         self.bindings = {b for b in self.bindings if b.queue != queue}
 
-    def route(self, routing_key: str, hash_needs_a_word: bool = False) -> set[str]:
-        """Names of the queues a message with this routing key goes to."""
+    def route(self, routing_key: str, hash_needs_a_word: bool = False,
+              fanout_one_queue: bool = False) -> set[str]:
+        """Names of the queues a message with this routing key goes to. The flags are the
+        planted bugs of their names (docs/planted-bugs.md)."""
         if self.type == "fanout":
+            if fanout_one_queue and self.bindings:
+                return {min(b.queue for b in self.bindings)}
             return {b.queue for b in self.bindings}
         if self.type == "direct":
             return {b.queue for b in self.bindings if b.routing_key == routing_key}

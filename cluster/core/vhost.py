@@ -245,13 +245,14 @@ class VirtualHost:
         ):
             del self.exchanges[exchange]
 
-    def route(self, exchange: Exchange, routing_key: str,
-              hash_needs_a_word: bool = False) -> list[HostedQueue]:
+    def route(self, exchange: Exchange, routing_key: str, hash_needs_a_word: bool = False,
+              fanout_one_queue: bool = False) -> list[HostedQueue]:
         if exchange.name == "":
             queue = self.queues.get(routing_key)
             return [queue] if queue is not None else []
         queues = self.queues
-        return [queues[name] for name in exchange.route(routing_key, hash_needs_a_word)
+        return [queues[name]
+                for name in exchange.route(routing_key, hash_needs_a_word, fanout_one_queue)
                 if name in queues]
 
     # -- definitions --------------------------------------------------------------------

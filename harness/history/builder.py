@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.history.fanout import copies
 from harness.history.model import FORMAT, VERSION, Event, Header
 from harness.history.parse import Parser
 from harness.history.reader import TornLine
@@ -29,7 +30,8 @@ class MemoryHistory:
     source: str = field(default="<memory>")
 
     def __iter__(self) -> Iterator[Event]:
-        return iter(self.events)
+        fanout = self.header.fanout
+        return copies(self.events, fanout) if fanout else iter(self.events)
 
 
 class HistoryBuilder:
@@ -45,8 +47,9 @@ class HistoryBuilder:
     def __init__(self, *, nodes: Sequence[str] = ("n1", "n2", "n3"),
                  partition_handling: str = "pause_minority", persistent: bool = True,
                  queues: Mapping[str, Mapping[str, Any]] | None = None,
-                 scenario: str = "test", seed: int = 0, run_id: str = "test-run",
-                 start: float = 0.0, step: float = 0.001) -> None:
+                 fanout: Mapping[str, Sequence[str]] | None = None, scenario: str = "test",
+                 seed: int = 0, run_id: str = "test-run", start: float = 0.0,
+                 step: float = 0.001) -> None:
         self._parser = Parser("<builder>")
         self.now = start
         self.step = step
@@ -54,6 +57,8 @@ class HistoryBuilder:
                                   "persistent": persistent}
         if queues is not None:
             config["queues"] = {name: dict(spec) for name, spec in queues.items()}
+        if fanout is not None:
+            config["fanout"] = {producer: list(routed) for producer, routed in fanout.items()}
         self.header_line: dict[str, Any] = {
             "format": FORMAT, "version": VERSION, "run_id": run_id, "scenario": scenario,
             "seed": seed, "time": start, "wall": 1_700_000_000.0 + start, "config": config}

@@ -70,6 +70,9 @@ class Header:
     time: float
     wall: float | None = None
     version: int = VERSION
+    # Producers that publish through a fanout exchange -> the queues it binds, in order
+    # (harness/history/fanout.py).
+    fanout: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def queue(self, name: str) -> QueueConfig:
         """A queue the configuration does not describe is taken as mirrored on every
@@ -120,3 +123,18 @@ class Event:
 
     def __repr__(self) -> str:
         return f"Event(line={self.line}, {dict(self.raw)!r})"
+
+    def copy_to(self, queue: str) -> Event:
+        """This event about the copy of its message routed to ``queue``, a message of
+        its own: ``<producer>.<queue>-<seq>`` (harness/history/fanout.py). ``raw`` is the
+        line as written."""
+        producer = f"{self.producer}.{queue}"
+        copy = Event(self.raw, self.line, self.time, self.wall, self.process, self.node,
+                     self.op, self.type, f"{producer}-{self.seq}", producer, self.seq, queue)
+        copy.redelivered = self.redelivered
+        copy.mode = self.mode
+        copy.requeue = self.requeue
+        copy.fault = self.fault
+        copy.fault_id = self.fault_id
+        copy.targets = self.targets
+        return copy

@@ -89,9 +89,15 @@ class Parser:
         if not isinstance(queues_obj, dict):
             raise self.fail(line, "config.queues", "an object of queue name -> queue", queues_obj)
         queues = {name: self._queue(name, spec, nodes, line) for name, spec in queues_obj.items()}
+        fanout_obj = config.get("fanout", {})
+        if not isinstance(fanout_obj, dict):
+            raise self.fail(line, "config.fanout", "an object of producer -> queues", fanout_obj)
+        fanout = {producer: self._names(routed, f"config.fanout.{producer}", line,
+                                        allow_empty=False)
+                  for producer, routed in fanout_obj.items()}
         return Header(run_id=run_id, scenario=scenario, seed=seed, nodes=nodes,
                       partition_handling=handling, persistent=persistent, queues=queues,
-                      config=config, time=time, wall=wall)
+                      config=config, time=time, wall=wall, fanout=fanout)
 
     def _queue(self, name: str, spec: object, nodes: tuple[str, ...], line: int) -> QueueConfig:
         where = f"config.queues.{name}"

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from harness.history.errors import BadHistory
+from harness.history.fanout import copies
 from harness.history.model import Event, Header
 from harness.history.parse import Parser
 
@@ -107,6 +108,10 @@ class FileHistory:
         return obj
 
     def __iter__(self) -> Iterator[Event]:
+        fanout = self.header.fanout
+        return copies(self._lines(), fanout) if fanout else self._lines()
+
+    def _lines(self) -> Iterator[Event]:
         event = self._parser.event
         decode = self._decode_line
         scan = _scan

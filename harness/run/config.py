@@ -82,6 +82,7 @@ def history_config(scenario: Scenario, members: dict[str, list[str]]) -> dict[st
         "persistent": w.persistent, "runtime": scenario.runtime, "target": scenario.target,
         "queues": {q: {"members": m, "durable": w.durable, "policy": dict(scenario.policy)}
                    for q, m in members.items()},
+        "fanout": w.fanout_routes(),
         "workload": dataclasses.asdict(w), "nemesis": dataclasses.asdict(scenario.nemesis),
         "phases": dataclasses.asdict(scenario.phases),
     }

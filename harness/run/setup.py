@@ -15,6 +15,7 @@ from harness.runtime import Cluster
 from harness.scenarios import POLICY_NAME, Scenario, decoy_policies, queue_pattern
 from harness.workload import Recorder, WorkloadSpec, content
 from harness.workload.client import amqp_url
+from harness.workload.spec import FANOUT_EXCHANGE
 
 JOIN_ORDER_SECONDS = 30.0  # for a new queue's mirrors to be listed (rabbitmq target)
 
@@ -48,6 +49,10 @@ async def declare_queues(workload: WorkloadSpec, cluster: Cluster,
                     durable=True)
                 await declared.bind(exchange,
                                     routing_key=content.binding_key(queue, workload))
+            if workload.fanout_publishers:
+                fanout = await channel.declare_exchange(
+                    FANOUT_EXCHANGE, aio_pika.ExchangeType.FANOUT, durable=True)
+                await declared.bind(fanout, routing_key="")
 
 
 def record_join_order(recorder: Recorder, queue_members: dict[str, list[str]],

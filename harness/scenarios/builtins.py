@@ -46,11 +46,13 @@ _GAUNTLET = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers
 # zero, one or two words past the queue's name against its "<queue>.#". The transactional
 # publisher rolls back every third transaction (never to be delivered); a recoverer
 # gives deliveries back with basic.recover and a leaver by closing its connection (they
-# must come again, at their place).
+# must come again, at their place). A fanout publisher's every message must reach both
+# queues, whatever its routing key.
 _OPS = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers=2,
-                    tx_publishers=1, tx_rollback_every=3, consumers=2, recoverers=1,
-                    leavers=1, purgers=1, purge_interval=2.0, exchange="mirrorchaos.topic",
-                    exchange_type="topic", rate=60.0, prefetch=5, ack_delay=0.2,
+                    fanout_publishers=1, tx_publishers=1, tx_rollback_every=3, consumers=2,
+                    recoverers=1, leavers=1, purgers=1, purge_interval=2.0,
+                    exchange="mirrorchaos.topic", exchange_type="topic", rate=60.0, prefetch=5,
+                    ack_delay=0.2,
                     client_nodes="spread", reconnect="next")
 # Publishers and consumers on every node, for a confirm that must span every replica,
 # whether a message is held on disk or, every other one, in memory only. A broker
@@ -431,7 +433,8 @@ DETECTION: tuple[Scenario, ...] = (
              "a queue nobody consumes purged every 2 s (what a purge removed must never "
              "come back, also not from a mirror promoted later), every publish routed "
              "through a durable topic exchange (every node, also one restarted, must hold "
-             "its bindings; a binding's # matches zero, one or two words), transactions "
+             "its bindings; a binding's # matches zero, one or two words), a fanout "
+             "publisher's every message delivered from both queues, transactions "
              "rolled back (never delivered) and deliveries given back with basic.recover "
              "or by closing the connection (delivered again, at their place); the master "
              "killed, a mirror restarted, both queues synchronised and the master killed "

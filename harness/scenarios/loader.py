@@ -205,9 +205,9 @@ def _check_whole(scenario: Scenario, source: str) -> None:
     w = scenario.workload
     if not w.queues:
         raise ScenarioError(source, "workload.queues", "at least one queue name", [])
-    if w.publishers + w.tx_publishers == 0:
+    if w.publishers + w.tx_publishers + w.fanout_publishers == 0:
         raise ScenarioError(source, "workload.publishers",
-                            "at least one publisher or tx_publisher", 0)
+                            "at least one publisher, tx_publisher or fanout_publisher", 0)
     strangers = [q for q in w.backlog_queues if q not in w.queues]
     if strangers:
         raise ScenarioError(source, "workload.backlog_queues",

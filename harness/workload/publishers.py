@@ -10,20 +10,22 @@ from collections.abc import Coroutine
 from typing import Any
 
 import aio_pika
-from aio_pika.abc import AbstractConnection, AbstractExchange
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange
 from aio_pika.exceptions import DeliveryError
 from aiormq.abc import DeliveredMessage
 
 from harness.workload import content
 from harness.workload.answers import CLIENT_ERRORS, answer_of, describe
 from harness.workload.client import Client, ClientContext, ConnectionLost
-from harness.workload.spec import UNROUTABLE_KEY
+from harness.workload.spec import FANOUT_EXCHANGE, UNROUTABLE_KEY
 from harness.workload.waits import sleep_until
 
 
 class Publisher(Client):
     """Publishes ``<id>-<seq>`` with confirms at the workload's rate, at most
     ``window`` unconfirmed at a time; sequences go on across reconnections."""
+
+    probes = True  # whether it sends the workload's unroutable probes
 
     def __init__(self, client_id: str, queue: str, node: str, ctx: ClientContext) -> None:
         super().__init__(client_id, queue, node, ctx)
@@ -58,7 +60,7 @@ class Publisher(Client):
                             **content.publish_fields(msg, self.spec))
                 self._spawn(self._publish(exchange, msg))
                 every = self.spec.unroutable_every
-                if every and seq % every == 0:
+                if every and self.probes and seq % every == 0:
                     probe = f"{self.id}-u{seq // every}"
                     self.record("unroutable", "invoke", probe=probe, key=UNROUTABLE_KEY)
                     self._spawn(self._probe(exchange, probe))
@@ -90,8 +92,8 @@ class Publisher(Client):
     async def _publish(self, exchange: AbstractExchange, msg: str) -> None:
         try:
             await answer_of(exchange.publish(
-                self.message(msg), routing_key=content.routing_key(msg, self.queue, self.spec),
-                mandatory=False, timeout=self.spec.confirm_timeout))
+                self.message(msg), routing_key=self.routing_key(msg), mandatory=False,
+                timeout=self.spec.confirm_timeout))
         except DeliveryError as exc:
             self.record("confirm", "fail", msg=msg, queue=self.queue, error=describe(exc))
         except CLIENT_ERRORS as exc:
@@ -100,6 +102,23 @@ class Publisher(Client):
             self.record("confirm", "ok", msg=msg, queue=self.queue)
         finally:
             self.window.release()
+
+    def routing_key(self, msg: str) -> str:
+        return content.routing_key(msg, self.queue, self.spec)
+
+
+class FanoutPublisher(Publisher):
+    """A `Publisher` through the workload's fanout exchange, which must route each
+    message to every queue it binds: its routing key is the message's id, which no
+    binding names. It sends no unroutable probes (the exchange would route them)."""
+
+    probes = False
+
+    async def exchange(self, channel: AbstractChannel) -> AbstractExchange:
+        return await channel.get_exchange(FANOUT_EXCHANGE, ensure=False)
+
+    def routing_key(self, msg: str) -> str:
+        return msg
 
 
 class TxPublisher(Client):

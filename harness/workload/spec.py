@@ -8,10 +8,11 @@ from typing import Literal
 ClientNodes = Literal["master", "spread"]
 Reconnect = Literal["same", "next"]
 ExchangeType = Literal["direct", "topic"]
-PUBLISHING = ("publisher", "tx-publisher")  # the client kinds that publish
+PUBLISHING = ("publisher", "tx-publisher", "fanout-publisher")  # the client kinds that publish
 BACKLOG_READERS = ("purger", "no-ack-getter")  # the client kinds of backlog queues
 CHURN_PREFIX = "churn."  # the queues churners declare and delete
 UNROUTABLE_KEY = "mirrorchaos.unroutable"  # no queue or binding ever has this name
+FANOUT_EXCHANGE = "mirrorchaos.fanout"  # the fanout publishers' exchange
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,11 @@ class WorkloadSpec:
     # (workload/content.py), so # must match any number of words.
     exchange: str | None = None
     exchange_type: ExchangeType = "direct"
+    # Publishers through a durable fanout exchange bound to every queue, in the order of
+    # ``queues`` (f1, ...): each of their messages must reach every queue, whatever its
+    # routing key (a message's own id, which no binding names). The checker judges each
+    # queue's copy as a message of its own (docs/history-format.md, "Fanout").
+    fanout_publishers: int = 0
 
     def client_ids(self) -> dict[str, list[str]]:
         """Client kind -> ids, one logical process each; ids are message-id prefixes."""
@@ -103,6 +109,7 @@ class WorkloadSpec:
                   "no-ack-consumer": (self.no_ack_consumers, "a"),
                   "getter": (self.getters, "g"), "no-ack-getter": (self.no_ack_getters, "h"),
                   "tx-publisher": (self.tx_publishers, "t"),
+                  "fanout-publisher": (self.fanout_publishers, "f"),
                   "requeuer": (self.requeuers, "r"), "recoverer": (self.recoverers, "v"),
                   "leaver": (self.leavers, "l"),
                   "cancel-consumer": (self.cancel_consumers, "x"),
@@ -110,6 +117,12 @@ class WorkloadSpec:
                   "churner": (self.churners, "k"), "purger": (self.purgers, "u")}
         return {kind: [f"{prefix}{i}" for i in range(1, count + 1)]
                 for kind, (count, prefix) in counts.items()}
+
+    def fanout_routes(self) -> dict[str, list[str]]:
+        """Fanout publisher -> the queues its messages go to (a history's
+        ``config.fanout``)."""
+        return {client_id: list(self.queues)
+                for client_id in self.client_ids()["fanout-publisher"]}
 
     def client_queues(self) -> dict[str, str]:
         """Client id -> its queue: each kind round robin over the queues it may use

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from harness.workload.client import Address, Client, ClientContext
 from harness.workload.consumers import Consumer, Leaver, MultipleAcker, Recoverer, Requeuer
 from harness.workload.getters import Getter
-from harness.workload.publishers import Publisher, TxPublisher
+from harness.workload.publishers import FanoutPublisher, Publisher, TxPublisher
 from harness.workload.queue_ops import Churner, Purger
 from harness.workload.recorder import Recorder
 from harness.workload.spec import PUBLISHING, WorkloadSpec
@@ -39,6 +39,8 @@ class Workload:
     def _client(self, kind: str, client_id: str, queue: str, node: str) -> Client:
         if kind == "publisher":
             return Publisher(client_id, queue, node, self.ctx)
+        if kind == "fanout-publisher":
+            return FanoutPublisher(client_id, queue, node, self.ctx)
         if kind == "tx-publisher":
             return TxPublisher(client_id, queue, node, self.ctx)
         if kind in ("getter", "no-ack-getter"):

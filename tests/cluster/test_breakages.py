@@ -734,6 +734,25 @@ def test_break_topic_hash_needs_a_word() -> None:
         assert held(sim, "n1") == routed
 
 
+def test_break_fanout_one_queue() -> None:
+    """ha.q and ha.r bound to a fanout exchange: each message must reach both, whatever
+    its routing key."""
+    for breaks, in_r in (((), 2), (("fanout-one-queue",), 0)):
+        sim = mirrored_queue(18, *breaks)
+        client = sim.client("n1")
+        client.send(1, commands.Queue.Declare(queue="ha.r", durable=True))
+        client.send(1, commands.Exchange.Declare(exchange="f", exchange_type="fanout",
+                                                 durable=True))
+        for queue in ("ha.q", "ha.r"):
+            client.send(1, commands.Queue.Bind(queue=queue, exchange="f", routing_key=""))
+        sim.pump()
+        for key in ("m0", "m1"):
+            sim.client("n2").publish(1, key.encode(), key, exchange="f", persistent=True)
+        sim.pump()
+        other = sim.brokers["n1"].vhosts["/"].queues["ha.r"]
+        assert (held(sim, "n1"), queue_json(sim.brokers["n1"], other)["messages"]) == (2, in_r)
+
+
 def test_break_no_gm_takeover() -> None:
     """n2 receives the master's broadcasts and dies before passing them on to n3: the
     master, n3's new left-hand neighbour, must catch n3 up."""

@@ -22,6 +22,7 @@ from harness.checker import check
 from harness.history import HistoryWriter, read_history
 from harness.workload import Recorder, Workload, WorkloadSpec, drain
 from harness.workload.client import Address
+from harness.workload.spec import FANOUT_EXCHANGE
 from tests.faults.cluster_support import running_cluster
 from tests.ha_cases import NodeAccess, declare_mirrored
 
@@ -30,7 +31,8 @@ NODE = "n1"
 
 def writer(tmp_path: Path, spec: WorkloadSpec) -> HistoryWriter:
     config = {"nodes": [NODE], "partition_handling": "ignore", "persistent": spec.persistent,
-              "queues": {q: {"members": [NODE], "durable": spec.durable} for q in spec.queues}}
+              "queues": {q: {"members": [NODE], "durable": spec.durable} for q in spec.queues},
+              "fanout": spec.fanout_routes()}
     return HistoryWriter(tmp_path / "history.jsonl", run_id="t", scenario="workload-test",
                          seed=1, config=config)
 
@@ -305,6 +307,46 @@ async def test_purgers_purge_the_backlog_and_publishes_go_through_the_exchange(
     result = check(read_history(tmp_path / "history.jsonl"))
     assert result.valid is True, (result.error, result.violations)
     assert next(p for p in result.parts if p.checker == "lost").counts["maybe_purged"] > 0
+
+
+@pytest.mark.parametrize("breaks", [(), ("fanout-one-queue",)])
+async def test_a_fanout_publishers_messages_reach_every_queue(
+        tmp_path: Path, breaks: tuple[str, ...]) -> None:
+    """A fanout publisher's exchange binds q1 and q2, one consumer each: every message
+    confirmed must come from both, each queue's copy judged on its own; a node whose
+    fanout exchange routes to one queue loses every copy of the other."""
+    node = NodeProcess(NODE, tmp_path / NODE,
+                       extra_args=[arg for name in breaks for arg in ("--break", name)])
+    spec = WorkloadSpec(queues=("q1", "q2"), publishers=0, fanout_publishers=1,
+                        consumers=2, rate=100)
+    try:
+        node.start()
+        async with await aio_pika.connect(node.amqp_url) as connection:
+            channel = await connection.channel()
+            fanout = await channel.declare_exchange(FANOUT_EXCHANGE,
+                                                    aio_pika.ExchangeType.FANOUT, durable=True)
+            for queue in spec.queues:
+                await (await channel.declare_queue(queue, durable=True)).bind(fanout)
+        with writer(tmp_path, spec) as history:
+            assert await run_workload(node, spec, Recorder(history), 1.0,
+                                      until=Counter({"confirm ok": 50}))
+    finally:
+        node.kill()
+    events = lines(tmp_path / "history.jsonl")
+    confirmed = {e["msg"] for e in events if e["op"] == "confirm" and e["type"] == "ok"}
+    from_queue = {queue: {e["msg"] for e in events if e["op"] in ("deliver", "get")
+                          and e.get("queue") == queue and "msg" in e}
+                  for queue in spec.queues}
+    result = check(read_history(tmp_path / "history.jsonl"))
+    assert confirmed and confirmed <= from_queue["q1"]
+    if not breaks:
+        assert confirmed <= from_queue["q2"]
+        assert result.valid is True, (result.error, result.violations)
+        assert result.counts["delivered"] == 2 * len(confirmed)
+    else:
+        assert not from_queue["q2"]
+        lost = {m for v in result.violations if v.kind == "lost" for m in v.messages}
+        assert lost == {f"f1.q2-{m.rpartition('-')[2]}" for m in confirmed}
 
 
 @pytest.mark.parametrize(("breaks", "kind"), [((), None),
