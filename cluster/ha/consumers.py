@@ -112,8 +112,14 @@ class RemoteConsumers:
         self.outbox.send(queue.master_node, Settle(queue.ref, tuple(seqs), owner, requeue))
 
     def delivered(self, peer: str, deliver: Deliver) -> None:
+        """A delivery from the queue's master, handed to its consumer. One from a node
+        that is no longer the master (read late, after this node heard of the new one)
+        is dropped: the new master put back everything delivered before it took over,
+        and the consumer's credit is the new master's now, which this delivery did not
+        use (counted against it, every such delivery would let the consumer hold one
+        more than its prefetch for as long as the new master lasts)."""
         queue = self.find(deliver.queue)
-        if queue is not None:
+        if queue is not None and peer == queue.master_node:
             self._hand_over(queue, deliver.key, Entry(deliver.seq, deliver.message),
                             deliver.redelivered)
 
