@@ -5,8 +5,9 @@ The body starts with the message id; every ``large_every``-th message of a publi
 broker's frame_max is 128 KiB), so that bodies in several frames go through the
 broker's store, its mirrors, their syncs and promotions. The padding repeats the id, so
 a body that was cut, spliced or mixed with another message's shows. Every
-``transient_every``-th message is published transient (delivery mode 1), so that the
-paths a message held only in memory takes are tried too. The properties a broker must
+``transient_every``-th message, and every message of the first ``transient_publishers``
+publishers, is published transient (delivery mode 1), so that the paths a message held
+only in memory takes are tried too. The properties a broker must
 pass on unchanged are the message id, the delivery mode and one header naming the
 message again. Through a topic exchange, a message's routing key is its queue's name
 followed by nothing, by its publisher's id, or by that and its sequence number (in
@@ -39,7 +40,10 @@ def body(msg: str, spec: WorkloadSpec) -> bytes:
 
 
 def persistent(msg: str, spec: WorkloadSpec) -> bool:
-    return spec.persistent and not _nth(msg, spec.transient_every)
+    if not spec.persistent or _nth(msg, spec.transient_every):
+        return False
+    transient = spec.client_ids()["publisher"][:spec.transient_publishers]
+    return msg.rpartition("-")[0] not in transient
 
 
 def publish_fields(msg: str, spec: WorkloadSpec) -> dict[str, bool]:

@@ -37,6 +37,10 @@ class WorkloadSpec:
     # is set: held in memory only, by the master and its mirrors, and confirmed once
     # every replica has it all the same.
     transient_every: int = 0
+    # The first N publishers (p1, ...) publish every message transient: a confirm held
+    # back for a persistent publish cannot hide an early one of a transient publish
+    # behind it (a channel's confirms go out in order).
+    transient_publishers: int = 0
     # After every N-th message (0: none) each publisher also publishes a mandatory probe
     # that no queue can take (routing key `UNROUTABLE_KEY`): the broker must return it
     # (basic.return) before its confirm, whatever the faults.

@@ -69,6 +69,13 @@ def test_every_nth_message_is_transient_and_its_publish_line_says_so() -> None:
         aio_pika.DeliveryMode.NOT_PERSISTENT)
 
 
+def test_the_first_transient_publishers_publish_nothing_else() -> None:
+    spec = WorkloadSpec(publishers=3, transient_publishers=2, transient_every=2)
+    transient = {msg for msg in ("p1-1", "p2-3", "p3-1", "p3-2", "t1-1", "p12-1")
+                 if publish_fields(msg, spec)}
+    assert transient == {"p1-1", "p2-3", "p3-2"}
+
+
 def test_topic_keys_give_the_binding_hash_zero_one_and_two_words() -> None:
     topic = WorkloadSpec(exchange="x", exchange_type="topic")
     keys = [routing_key(f"p1-{seq}", "q1", topic) for seq in (3, 4, 5)]
