@@ -30,18 +30,24 @@ def settle(b: HistoryBuilder, msg: str, queue: str) -> None:
     b.ack(msg, f"c-{queue}", queue)
 
 
-def judged(b: HistoryBuilder) -> Result:
-    b.drain()
-    return check(b.build())
+def judged(history: HistoryBuilder) -> Result:
+    history.drain()
+    return check(history.build())
 
 
-def test_each_bound_queue_delivering_its_copy_is_valid() -> None:
+def delivered_from_q2(*msgs: str) -> Result:
+    """f1-1 and f1-2 delivered from q1, then ``msgs`` from q2 in that order, and p1-1."""
     b = fanout_history()
     for msg in ("f1-1", "f1-2"):
         settle(b, msg, "q1")
+    for msg in msgs:
         settle(b, msg, "q2")
     settle(b, "p1-1", "q1")
-    result = judged(b)
+    return judged(b)
+
+
+def test_each_bound_queue_delivering_its_copy_is_valid() -> None:
+    result = delivered_from_q2("f1-1", "f1-2")
     assert result.valid is True
     # Two fanout messages to two queues and one plain message: five to deliver.
     assert result.counts["attempted"] == 5 and result.counts["delivered"] == 5
@@ -49,14 +55,13 @@ def test_each_bound_queue_delivering_its_copy_is_valid() -> None:
 
 
 def test_a_copy_one_queue_never_got_is_lost_there() -> None:
-    b = fanout_history()
-    for msg in ("f1-1", "f1-2"):
-        settle(b, msg, "q1")
-    settle(b, "f1-1", "q2")
-    settle(b, "p1-1", "q1")
-    result = judged(b)
+    result = delivered_from_q2("f1-1")
     assert result.valid is False
     assert violated(result, "lost") == ["f1.q2-2"]
+
+
+def test_copies_are_ordered_per_queue() -> None:
+    assert violated(delivered_from_q2("f1-2", "f1-1"), "reordered") == ["f1.q2-1"]
 
 
 def test_a_copy_from_a_queue_the_exchange_does_not_bind_is_unexpected() -> None:
@@ -67,19 +72,7 @@ def test_a_copy_from_a_queue_the_exchange_does_not_bind_is_unexpected() -> None:
     b.publish("f1-1", "q1")
     settle(b, "f1-1", "q1")
     settle(b, "f1-1", "q3")
-    result = judged(b)
-    assert violated(result, "unexpected") == ["f1.q3-1"]
-
-
-def test_copies_are_ordered_per_queue() -> None:
-    b = fanout_history()
-    for msg in ("f1-1", "f1-2"):
-        settle(b, msg, "q1")
-    settle(b, "f1-2", "q2")
-    settle(b, "f1-1", "q2")
-    settle(b, "p1-1", "q1")
-    result = judged(b)
-    assert violated(result, "reordered") == ["f1.q2-1"]
+    assert violated(judged(b), "unexpected") == ["f1.q3-1"]
 
 
 def test_a_file_reads_back_as_the_copies(tmp_path: Path) -> None:
