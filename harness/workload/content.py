@@ -7,11 +7,11 @@ broker's store, its mirrors, their syncs and promotions. The padding repeats the
 a body that was cut, spliced or mixed with another message's shows. Every
 ``transient_every``-th message, and every message of the first ``transient_publishers``
 publishers, is published transient (delivery mode 1), so that the paths a message held
-only in memory takes are tried too. The properties a broker must
-pass on unchanged are the message id, the delivery mode and one header naming the
-message again. Through a topic exchange, a message's routing key is its queue's name
-followed by nothing, by its publisher's id, or by that and its sequence number (in
-turn), all bound by ``<queue>.#``.
+only in memory takes are tried too. The properties a broker must pass on unchanged are
+the message id, the delivery mode and one header naming the message again. Through a
+topic exchange, a message's routing key is its queue's name followed by nothing, by its
+publisher's id, or by that and its sequence number (in turn), all bound by
+``<queue>.#``.
 
 A delivery is checked by recomputing all of it from its id: what differs is recorded
 on the delivery's line (``corrupt``), for the checker's ``corrupted``.
