@@ -30,8 +30,7 @@ class MemoryHistory:
     source: str = field(default="<memory>")
 
     def __iter__(self) -> Iterator[Event]:
-        fanout = self.header.fanout
-        return copies(self.events, fanout) if fanout else iter(self.events)
+        return copies(self.events, self.header.fanout)
 
 
 class HistoryBuilder:

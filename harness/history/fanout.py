@@ -22,7 +22,11 @@ _PUBLISHER_OPS = frozenset({"publish", "confirm"})
 
 def copies(events: Iterable[Event], routes: Mapping[str, tuple[str, ...]]) -> Iterator[Event]:
     """``events`` with each fanout producer's (``routes``: producer -> the queues its
-    exchange binds) as the events of its copies."""
+    exchange binds) as the events of its copies; ``events`` as they are without any."""
+    return _copies(events, routes) if routes else iter(events)
+
+
+def _copies(events: Iterable[Event], routes: Mapping[str, tuple[str, ...]]) -> Iterator[Event]:
     for ev in events:
         queues = routes.get(ev.producer) if ev.producer is not None else None
         if queues is None:

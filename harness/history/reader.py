@@ -108,8 +108,7 @@ class FileHistory:
         return obj
 
     def __iter__(self) -> Iterator[Event]:
-        fanout = self.header.fanout
-        return copies(self._lines(), fanout) if fanout else self._lines()
+        return copies(self._lines(), self.header.fanout)
 
     def _lines(self) -> Iterator[Event]:
         event = self._parser.event
