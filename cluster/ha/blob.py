@@ -10,13 +10,13 @@ after it, and each message's bytes are its `Message.encode`.
 
 from __future__ import annotations
 
-import json
 import struct
 import threading
 from typing import Any, NoReturn
 
 from cluster.core.message import Message
 from cluster.ha.checks import MalformedEnvelope
+from cluster.peer.compactjson import make_decoder, make_encoder
 
 _SKELETON = struct.Struct(">I")
 _REF = "$m"
@@ -68,15 +68,15 @@ def _dereference(obj: dict[str, Any]) -> Any:
     return Message.decode(data[start:start + size])
 
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"), default=_reference)
-_DECODER = json.JSONDecoder(object_hook=_dereference)
+_ENCODER = make_encoder(_reference)
+_DECODER = make_decoder(_dereference)
 
 
 def pack(doc: object) -> bytes:
     """``doc`` (JSON values and messages) as a skeleton with its messages after it."""
     _messages.parts, _messages.size = [], 0
     try:
-        text = _ENCODER.encode(doc).encode()
+        text = _ENCODER(doc).encode()
         return b"".join((_SKELETON.pack(len(text)), text, *_messages.parts))
     finally:
         _messages.parts = []
@@ -93,6 +93,6 @@ def unpack(data: bytes) -> Any:
                                 f"payload")
     _messages.data, _messages.blob_at = data, blob_at
     try:
-        return _DECODER.decode(data[_SKELETON.size:blob_at].decode())
+        return _DECODER(data[_SKELETON.size:blob_at].decode())
     finally:
         _messages.data = b""

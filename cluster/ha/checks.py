@@ -4,7 +4,7 @@ reads every decoded value through. A value passes only if it is exactly of its t
 
 from __future__ import annotations
 
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from cluster.core.message import Message
 from cluster.ha.messages import QueueRef
@@ -23,8 +23,12 @@ class MalformedEnvelope(CodecError):
 def expect(value: object, kind: type[T], what: str) -> T:
     """``value`` if it is exactly a ``kind``."""
     if type(value) is not kind:
-        raise MalformedEnvelope(f"{value!r} where {what} belongs")
-    return cast(T, value)
+        raise wrong(value, what)
+    return value
+
+
+def wrong(value: object, what: str) -> MalformedEnvelope:
+    return MalformedEnvelope(f"{value!r} where {what} belongs")
 
 
 # What a value of each type is called in an error.
@@ -41,24 +45,35 @@ def record(values: object, types: tuple[type, ...]) -> list[Any]:
     given = items(values)
     for value, kind in zip(given, types, strict=False):
         if type(value) is not kind:
-            raise MalformedEnvelope(f"{value!r} where {_WHAT[kind]} belongs")
+            raise wrong(value, _WHAT[kind])
     raise MalformedEnvelope(f"{len(given)} values where {len(types)} belong")
 
 
+# The readers of single values: each checks its type itself, rather than through
+# `expect`, since they run for every field of every envelope received.
+
 def number(value: object) -> int:
-    return expect(value, int, "a number")
+    if type(value) is int:
+        return value
+    raise wrong(value, "a number")
 
 
 def string(value: object) -> str:
-    return expect(value, str, "a string")
+    if type(value) is str:
+        return value
+    raise wrong(value, "a string")
 
 
 def flag(value: object) -> bool:
-    return expect(value, bool, "true or false")
+    if type(value) is bool:
+        return value
+    raise wrong(value, "true or false")
 
 
 def member(value: object) -> str:
-    return expect(value, str, "a member")
+    if type(value) is str:
+        return value
+    raise wrong(value, "a member")
 
 
 def message(value: object) -> Message:
@@ -66,11 +81,15 @@ def message(value: object) -> Message:
 
 
 def owner(value: object) -> str | None:
-    return None if value is None else expect(value, str, "a channel or null")
+    if value is None or type(value) is str:
+        return value
+    raise wrong(value, "a channel or null")
 
 
 def items(value: object) -> list[Any]:
-    return expect(value, list, "a list")
+    if type(value) is list:
+        return value
+    raise wrong(value, "a list")
 
 
 _ONLY_INT = frozenset((int,))
@@ -82,9 +101,11 @@ def numbers(value: object) -> tuple[int, ...]:
     return tuple(number(i) for i in items(value))  # to name what is wrong
 
 
+_QUEUE = (str, str)  # vhost, name
+
+
 def queue(value: object) -> QueueRef:
-    vhost, name = items(value)
-    return QueueRef(string(vhost), string(name))
+    return QueueRef._make(record(value, _QUEUE))
 
 
 def field(fields: Fields, key: str) -> Any:

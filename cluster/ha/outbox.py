@@ -83,6 +83,7 @@ def absorb(mine: GMMessage, later: GMMessage) -> bool:
 
 
 _Queued = PeerMessage | _PublishBatch | _ConfirmBatch
+_BATCHES = (_PublishBatch, _ConfirmBatch)
 
 
 class Outbox:
@@ -133,6 +134,5 @@ class Outbox:
         queued, self._queued = self._queued, []
         self._last.clear()
         self._gm.clear()
-        return [(peer, encode(item if not isinstance(item, _PublishBatch | _ConfirmBatch)
-                              else item.done()))
+        return [(peer, encode(item.done() if isinstance(item, _BATCHES) else item))
                 for peer, item in queued]

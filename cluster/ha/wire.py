@@ -64,9 +64,10 @@ acts on it.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import struct
 from collections.abc import Callable, Iterable
+from itertools import repeat
 from typing import Any, cast
 
 from cluster.amqp import tablejson
@@ -117,11 +118,11 @@ from cluster.ha.messages import (
     TakeOp,
 )
 from cluster.meta.replica import Update, Version
+from cluster.peer import compactjson
 from cluster.peer.codec import Envelope
 
 # What a skeleton or header of the wrong shape raises as it is taken apart.
 _MALFORMED = (ValueError, TypeError, KeyError, IndexError, AttributeError, struct.error)
-_COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
 # -- replicated ops and GM messages ------------------------------------------------------
@@ -136,41 +137,42 @@ def _sync_op(targets: object, messages: object) -> SyncOp:
 
 # Per op: its tag, the types of the values after the tag, and what makes the op of them.
 _OPS: dict[str, tuple[tuple[type, ...], Callable[..., Op]]] = {
-    "pub": ((int, str, int, bool, Message), PubOp),
-    "take": ((int, bool, str), TakeOp),
-    "settle": ((list,), lambda seqs: SettleOp(check.numbers(seqs))),
-    "requeue": ((list,), lambda seqs: RequeueOp(check.numbers(seqs))),
-    "purge": ((), PurgeOp),
-    "sync": ((list, list), _sync_op),
+    "pub": ((str, int, str, int, bool, Message), PubOp),
+    "take": ((str, int, bool, str), TakeOp),
+    "settle": ((str, list), lambda seqs: SettleOp(check.numbers(seqs))),
+    "requeue": ((str, list), lambda seqs: RequeueOp(check.numbers(seqs))),
+    "purge": ((str,), PurgeOp),
+    "sync": ((str, list, list), _sync_op),
 }
 
-_OP_JSON: dict[type, Callable[[Any], list[Any]]] = {
-    PubOp: lambda op: ["pub", op.seq, op.sender, op.pubid, op.want, op.message],
-    TakeOp: lambda op: ["take", op.seq, op.no_ack, op.owner],
-    SettleOp: lambda op: ["settle", op.seqs],
-    RequeueOp: lambda op: ["requeue", op.seqs],
-    PurgeOp: lambda op: ["purge"],
-    SyncOp: lambda op: ["sync", op.targets, [[m.seq, m.delivered, m.owner, m.message]
-                                             for m in op.messages]],
-}
+# An op goes as its tag then its values in order: every op is a named tuple whose
+# values JSON (and the blob, for messages) takes as they are.
+_TAGS: dict[type, str] = {PubOp: "pub", TakeOp: "take", SettleOp: "settle",
+                          RequeueOp: "requeue", PurgeOp: "purge", SyncOp: "sync"}
 
 _PUB = (int, int, list)  # seq, view, op
 
 
 def _pubs_json(pubs: Iterable[Pub]) -> list[list[Any]]:
-    return [[seq, view, _OP_JSON.get(type(op), blob.cannot_carry)(op)] for seq, view, op in pubs]
+    tags = _TAGS
+    return [[seq, view, [tags[type(op)], *op]  # type: ignore[misc]  # a tuple, by its tag
+             if type(op) in tags else blob.cannot_carry(op)] for seq, view, op in pubs]
 
 
 def _pubs(pubs: object) -> list[Pub]:
     decoded = []
     for pub in check.items(pubs):
-        seq, view, (kind, *args) = check.record(pub, _PUB)
+        seq, view, op = check.record(pub, _PUB)
+        kind = op[0] if op else None
         found = _OPS.get(kind) if type(kind) is str else None
         if found is None:
             raise MalformedEnvelope(f"{kind!r} is no replicated op")
         types, make = found
-        decoded.append(Pub(seq, view, make(*check.record(args, types))))
+        decoded.append(Pub(seq, view, make(*check.record(op, types)[1:])))
     return decoded
+
+
+_ENTRY = (str, list, int)  # sender, pubs, ack
 
 
 def _gm_json(message: GMMessage) -> dict[str, Any]:
@@ -187,8 +189,8 @@ def _gm(doc: Any) -> GMMessage:
         raise MalformedEnvelope(f"GM skeleton is {type(doc).__name__}, not an object")
     if "a" in doc:
         return Activity(check.number(doc["a"]), [
-            GMEntry(check.member(sender), _pubs(pubs), check.number(ack))
-            for sender, pubs, ack in check.items(doc["e"])])
+            GMEntry(sender, _pubs(pubs), ack)
+            for sender, pubs, ack in map(check.record, check.items(doc["e"]), repeat(_ENTRY))])
     if "c" in doc:
         return CatchUp(check.number(doc["c"]), {
             check.member(sender): SenderSnapshot(tuple(_pubs(pending)),
@@ -228,21 +230,49 @@ _PLAIN: dict[type, tuple[str, tuple[Field, ...], Payload | None]] = {
 
 def _plain_encoder(kind: str, header: tuple[Field, ...],
                    payload: Payload | None) -> Callable[[Any], Envelope]:
+    names = [name for name, _, _ in header]
+    keys = [key for _, key, _ in header]
+
     def encode(message: Any) -> Envelope:
-        fields = {key: getattr(message, name) for name, key, _ in header}
+        fields = dict(zip(keys, map(getattr, repeat(message, len(names)), names), strict=True))
         data = b"" if payload is None else payload[1](getattr(message, payload[0]))
         return Envelope(kind, fields, data)
 
     return encode
 
 
+# The type of value each reader of a header field takes. Decoding checks every field of
+# an envelope against these in one pass; a list still goes through its reader, which
+# checks what it holds. Anything else (a null owner, a value of the wrong type) goes
+# through every field's reader, which takes it or names what is wrong.
+_TAKES: dict[Callable[[Any], Any], type] = {
+    check.string: str, check.member: str, check.owner: str, check.number: int,
+    check.flag: bool, check.queue: list, check.numbers: list}
+
+
 def _plain_decoder(cls: type, header: tuple[Field, ...],
                    payload: Payload | None) -> Callable[[Fields, bytes], PeerMessage]:
+    names = [name for name, _, _ in header] + ([payload[0]] if payload is not None else [])
+    if names != [f.name for f in dataclasses.fields(cls)]:
+        raise TypeError(f"{cls.__name__}: the codec's fields {names} are not its own")
+    keys = [key for _, key, _ in header]
+    readers = [read for _, _, read in header]
+    types = tuple(_TAKES[read] for read in readers)
+    lists = [(i, read) for i, read in enumerate(readers) if _TAKES[read] is list]
+
     def decode(fields: Fields, data: bytes) -> PeerMessage:
-        values = {name: read(check.field(fields, key)) for name, key, read in header}
+        try:
+            values = [fields[key] for key in keys]
+        except KeyError as missing:
+            raise MalformedEnvelope(f"no {missing.args[0]!r} field") from None
+        if tuple(map(type, values)) == types:
+            for i, read in lists:
+                values[i] = read(values[i])
+        else:
+            values = [read(value) for read, value in zip(readers, values, strict=True)]
         if payload is not None:
-            values[payload[0]] = payload[2](data)
-        return cast(PeerMessage, cls(**values))
+            values.append(payload[2](data))
+        return cast(PeerMessage, cls(*values))
 
     return decode
 
@@ -270,11 +300,11 @@ def _encode_confirms(confirms: Confirms) -> Envelope:
     senders: dict[str, dict[str, tuple[int, ...]]] = {}
     for run in confirms.runs:
         senders.setdefault(run.sender, {})[run.uid] = run.pubids
-    return Envelope("q.confirm", {"n": confirms.node}, _COMPACT.encode(senders).encode())
+    return Envelope("q.confirm", {"n": confirms.node}, compactjson.dumps(senders).encode())
 
 
 def _decode_confirms(fields: Fields, payload: bytes) -> Confirms:
-    senders = check.expect(json.loads(payload), dict, "confirms by sender")
+    senders = check.expect(compactjson.loads(payload.decode()), dict, "confirms by sender")
     return Confirms(check.string(check.field(fields, "n")), tuple(
         ConfirmRun(sender, uid, check.numbers(pubids))
         for sender, uids in senders.items()

@@ -10,14 +10,14 @@ payloads hold, is the business of the layer that sends them (the cluster layer's
 
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+from cluster.peer import compactjson
+
 _LENGTHS = struct.Struct(">IH")
 MAX_FRAME = 256 * 1024 * 1024
-_HEADER = json.JSONEncoder(separators=(",", ":"))
 
 
 class CodecError(ValueError):
@@ -32,7 +32,7 @@ class Envelope:
 
 
 def encode(envelope: Envelope) -> bytes:
-    header = _HEADER.encode({"t": envelope.type, **envelope.fields}).encode()
+    header = compactjson.dumps({"t": envelope.type, **envelope.fields}).encode()
     if len(header) > 0xFFFF:
         raise CodecError(f"{envelope.type} header of {len(header)} bytes is too large")
     return b"".join((_LENGTHS.pack(2 + len(header) + len(envelope.payload), len(header)),
@@ -66,7 +66,8 @@ class FrameBuffer:
                     break
                 header_end = offset + _LENGTHS.size + header_length
                 try:
-                    header = json.loads(str(view[offset + _LENGTHS.size:header_end], "utf-8"))
+                    header = compactjson.loads(str(view[offset + _LENGTHS.size:header_end],
+                                                    "utf-8"))
                     kind = header.pop("t")
                 except (ValueError, KeyError, AttributeError, TypeError) as error:
                     raise CodecError(f"bad frame header: {error!r}") from error
