@@ -143,6 +143,11 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "dropped)", ("lost",),
              "publishes routed through a declared exchange by a node other than the one "
              "that bound the queue"),
+    Breakage("unbind-not-replicated",
+             "a binding removed on another node stays here: publishes through this node's "
+             "exchanges still reach that queue", ("unreturned", "unexpected"),
+             "mandatory publishes, by a node other than the one that unbound the queue, to "
+             "a routing key whose binding was removed before the workload started"),
     Breakage("drop-held-publishes",
              "on promotion, publishes a mirror held but the old master never ordered are "
              "dropped (and confirmed) instead of enqueued",
@@ -244,6 +249,12 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "a fanout exchange routes each message to one of the queues it binds (the "
              "first by name), not to every one: the others never get it", ("lost",),
              "publishes through a fanout exchange bound to two queues, each copy drained"),
+    Breakage("direct-one-queue",
+             "a direct exchange routes each message to one of the queues bound by its "
+             "routing key (the first by name), not to every one: the others never get it",
+             ("lost",),
+             "publishes through a direct exchange that binds two queues by the same key, "
+             "each copy drained"),
     Breakage("mandatory-ignored",
              "a mandatory publish that no queue takes is dropped and confirmed without a "
              "basic.return", ("unreturned",),
@@ -284,6 +295,7 @@ class Breaks:
     multiple_ack_last_only: bool = False
     purge_not_replicated: bool = False
     bindings_not_replicated: bool = False
+    unbind_not_replicated: bool = False
     drop_held_publishes: bool = False
     no_fsync: bool = False
     pause_minority_ignored: bool = False
@@ -304,6 +316,7 @@ class Breaks:
     no_ack_get_unsettled: bool = False
     topic_hash_needs_a_word: bool = False
     fanout_one_queue: bool = False
+    direct_one_queue: bool = False
     mandatory_ignored: bool = False
 
     @classmethod
@@ -318,3 +331,5 @@ class Breaks:
     def names(self) -> list[str]:
         return [f.name.replace("_", "-") for f in fields(self) if getattr(self, f.name)]
 
+
+CORRECT = Breaks()  # a node with no planted bug

@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from cluster.breakages import CORRECT, Breaks
+
 EXCHANGE_TYPES = ("direct", "fanout", "topic")
 
 
@@ -64,19 +66,19 @@ class Exchange:
     def unbind_queue(self, queue: str) -> None:
         self.bindings = {b for b in self.bindings if b.queue != queue}
 
-    def route(self, routing_key: str, hash_needs_a_word: bool = False,
-              fanout_one_queue: bool = False) -> set[str]:
-        """Names of the queues a message with this routing key goes to. The flags are the
-        planted bugs of their names (docs/planted-bugs.md)."""
+    def route(self, routing_key: str, breaks: Breaks = CORRECT) -> set[str]:
+        """Names of the queues a message with this routing key goes to. ``breaks``: the
+        planted bugs of routing a node runs with (docs/planted-bugs.md)."""
         if self.type == "fanout":
-            if fanout_one_queue and self.bindings:
+            if breaks.fanout_one_queue and self.bindings:
                 return {min(b.queue for b in self.bindings)}
             return {b.queue for b in self.bindings}
         if self.type == "direct":
-            return {b.queue for b in self.bindings if b.routing_key == routing_key}
+            matched = {b.queue for b in self.bindings if b.routing_key == routing_key}
+            return {min(matched)} if breaks.direct_one_queue and matched else matched
         matched = set()
         for binding in self.bindings:
-            key = (binding.routing_key, hash_needs_a_word)
+            key = (binding.routing_key, breaks.topic_hash_needs_a_word)
             regex = self._topic_cache.get(key)
             if regex is None:
                 regex = self._topic_cache[key] = topic_regex(*key)

@@ -17,6 +17,7 @@ from cluster.amqp.errors import (
     ChannelError,
     ConnectionError_,
 )
+from cluster.breakages import CORRECT, Breaks
 from cluster.core.exchange import EXCHANGE_TYPES, Exchange
 from cluster.core.hosted import HostedQueue
 from cluster.core.queue import MessageLog, Queue
@@ -245,14 +246,14 @@ class VirtualHost:
         ):
             del self.exchanges[exchange]
 
-    def route(self, exchange: Exchange, routing_key: str, hash_needs_a_word: bool = False,
-              fanout_one_queue: bool = False) -> list[HostedQueue]:
+    def route(self, exchange: Exchange, routing_key: str,
+              breaks: Breaks = CORRECT) -> list[HostedQueue]:
         if exchange.name == "":
             queue = self.queues.get(routing_key)
             return [queue] if queue is not None else []
         queues = self.queues
         return [queues[name]
-                for name in exchange.route(routing_key, hash_needs_a_word, fanout_one_queue)
+                for name in exchange.route(routing_key, breaks)
                 if name in queues]
 
     # -- definitions --------------------------------------------------------------------

@@ -217,7 +217,9 @@ class Coordinator:
     def _apply(self, key: Key, value: dict[str, Any] | None) -> None:
         if key[0] == "queue":
             self._apply_queue(key, value)
-        elif not (key[0] == "binding" and self.breaks.bindings_not_replicated):
+        elif not (key[0] == "binding" and (
+                self.breaks.bindings_not_replicated
+                or (value is None and self.breaks.unbind_not_replicated))):
             entities.apply(self.broker, key, value)
         if key[0] == "policy":
             self.policy_changed()  # set on another node: our masters place mirrors anew

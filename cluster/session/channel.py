@@ -238,9 +238,8 @@ class Channel:
                confirmed: bool) -> tuple[int, ReplicaWait | None]:
         """Enqueue on every matching queue; returns the store LSN to wait for and, when
         queues on other nodes got it, their confirms to wait for."""
-        breaks = self.broker.config.breaks
         queues = self.vhost.route(self.vhost.exchanges[publish.exchange], publish.routing_key,
-                                  breaks.topic_hash_needs_a_word, breaks.fanout_one_queue)
+                                  self.broker.config.breaks)
         publishing = Publishing(message, self, confirmed and not self._confirms_early(message))
         lsn = 0
         for queue in queues:

@@ -2,12 +2,13 @@
 coming back.
 
 Publishers send, now and then, a mandatory probe to a routing key that no queue or
-binding ever has (``unroutable`` lines, harness/workload/spec.py). A broker must send
+binding has (``unroutable`` lines, harness/workload/spec.py; through an exchange, the
+run's set-up bound that key to every queue and unbound it again). A broker must send
 it back with ``basic.return`` before its ``basic.ack``; the client records whether it
 did (``returned``). Routing is each node's own reading of the cluster's metadata, and a
-key nothing was ever bound to has no route under any fault: a probe confirmed without
-its return is a violation, and no fault excuses it. A probe whose answer the client
-did not see (``info``) or that was nacked (``fail``) is only counted.
+key with no binding left once set-up is done has no route under any fault: a probe
+confirmed without its return is a violation, and no fault excuses it. A probe whose
+answer the client did not see (``info``) or that was nacked (``fail``) is only counted.
 """
 
 from __future__ import annotations

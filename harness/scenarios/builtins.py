@@ -47,9 +47,13 @@ _GAUNTLET = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers
 # publisher rolls back every third transaction (never to be delivered); a recoverer
 # gives deliveries back with basic.recover and a leaver by closing its connection (they
 # must come again, at their place). A fanout publisher's every message must reach both
-# queues, whatever its routing key.
+# queues: through a fanout exchange whatever its routing key, or through a direct one
+# that binds both by the same key. The publishers' mandatory probes go through the
+# topic exchange to a key both queues were bound by and unbound from at set-up, so every
+# node must forget a binding removed (and return them).
 _OPS = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers=2,
                     fanout_publishers=1, tx_publishers=1, tx_rollback_every=3, consumers=2,
+                    unroutable_every=10,
                     recoverers=1, leavers=1, purgers=1, purge_interval=2.0,
                     exchange="mirrorchaos.topic", exchange_type="topic", rate=60.0, prefetch=5,
                     ack_delay=0.2,
@@ -436,10 +440,12 @@ DETECTION: tuple[Scenario, ...] = (
              "a queue nobody consumes purged every 2 s (what a purge removed must never "
              "come back, also not from a mirror promoted later), every publish routed "
              "through a durable topic exchange (every node, also one restarted, must hold "
-             "its bindings; a binding's # matches zero, one or two words), a fanout "
-             "publisher's every message delivered from both queues, transactions "
-             "rolled back (never delivered) and deliveries given back with basic.recover "
-             "or by closing the connection (delivered again, at their place); the master "
+             "its bindings; a binding's # matches zero, one or two words; a binding removed "
+             "at set-up routes no mandatory probe), a fanout publisher's every message "
+             "(through a fanout exchange or a direct one binding both queues by one key) "
+             "delivered from both queues, transactions rolled back (never delivered) and "
+             "deliveries given back with basic.recover or by closing the connection "
+             "(delivered again, at their place); the master "
              "killed, a mirror restarted, both queues synchronised and the master killed "
              "again, with purges between; then a drain by promotion",
              policy={"ha-mode": "all", "ha-sync-mode": "manual"}, workload=_OPS,

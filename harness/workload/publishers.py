@@ -1,5 +1,6 @@
 """The publishing clients: confirmed publishes within a window of unconfirmed ones,
-with mandatory probes no queue can take, and transactional batches, some rolled back."""
+with mandatory probes no queue can take, publishes every queue must get, and
+transactional batches, some rolled back."""
 
 from __future__ import annotations
 
@@ -17,7 +18,12 @@ from aiormq.abc import DeliveredMessage
 from harness.workload import content
 from harness.workload.answers import CLIENT_ERRORS, answer_of, describe
 from harness.workload.client import Client, ClientContext, ConnectionLost
-from harness.workload.spec import FANOUT_EXCHANGE, UNROUTABLE_KEY
+from harness.workload.spec import (
+    EVERY_QUEUE_EXCHANGE,
+    EVERY_QUEUE_KEY,
+    FANOUT_EXCHANGE,
+    UNROUTABLE_KEY,
+)
 from harness.workload.waits import sleep_until
 
 
@@ -40,7 +46,7 @@ class Publisher(Client):
     async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
         channel = await self.channel(connection, publisher_confirms=True)
         await self.declare(channel)
-        exchange = await self.exchange(channel)
+        routes = await self.routes(channel)
         interval = 1.0 / self.spec.rate
         next_at = time.monotonic()
         try:
@@ -58,12 +64,13 @@ class Publisher(Client):
                 msg = f"{self.id}-{seq}"
                 self.record("publish", "invoke", msg=msg, queue=self.queue,
                             **content.publish_fields(msg, self.spec))
-                self._spawn(self._publish(exchange, msg))
+                exchange, key = routes[seq % len(routes)]
+                self._spawn(self._publish(exchange, key or self.routing_key(msg), msg))
                 every = self.spec.unroutable_every
                 if every and self.probes and seq % every == 0:
                     probe = f"{self.id}-u{seq // every}"
                     self.record("unroutable", "invoke", probe=probe, key=UNROUTABLE_KEY)
-                    self._spawn(self._probe(exchange, probe))
+                    self._spawn(self._probe(routes[0][0], probe))
         finally:
             # Outstanding confirms end as ok, fail or info before the session does.
             await asyncio.gather(*self.pending)
@@ -89,10 +96,10 @@ class Publisher(Client):
             self.record("unroutable", "ok", probe=probe,
                         returned=isinstance(answer, DeliveredMessage))
 
-    async def _publish(self, exchange: AbstractExchange, msg: str) -> None:
+    async def _publish(self, exchange: AbstractExchange, routing_key: str, msg: str) -> None:
         try:
             await answer_of(exchange.publish(
-                self.message(msg), routing_key=self.routing_key(msg), mandatory=False,
+                self.message(msg), routing_key=routing_key, mandatory=False,
                 timeout=self.spec.confirm_timeout))
         except DeliveryError as exc:
             self.record("confirm", "fail", msg=msg, queue=self.queue, error=describe(exc))
@@ -103,19 +110,27 @@ class Publisher(Client):
         finally:
             self.window.release()
 
+    async def routes(self, channel: AbstractChannel) -> list[tuple[AbstractExchange, str]]:
+        """The exchanges its messages go through in turn, each with the routing key every
+        message gets there ("": its own, `routing_key`); probes go through the first."""
+        return [(await self.exchange(channel), "")]
+
     def routing_key(self, msg: str) -> str:
         return content.routing_key(msg, self.queue, self.spec)
 
 
 class FanoutPublisher(Publisher):
-    """A `Publisher` through the workload's fanout exchange, which must route each
-    message to every queue it binds: its routing key is the message's id, which no
-    binding names. It sends no unroutable probes (the exchange would route them)."""
+    """A `Publisher` whose every message must reach every queue: in turn through the
+    workload's fanout exchange, with the message's id as its routing key (which no
+    binding names), and through its direct exchange, which binds every queue by one
+    key. It sends no unroutable probes (the fanout exchange would route them)."""
 
     probes = False
 
-    async def exchange(self, channel: AbstractChannel) -> AbstractExchange:
-        return await channel.get_exchange(FANOUT_EXCHANGE, ensure=False)
+    async def routes(self, channel: AbstractChannel) -> list[tuple[AbstractExchange, str]]:
+        return [(await channel.get_exchange(FANOUT_EXCHANGE, ensure=False), ""),
+                (await channel.get_exchange(EVERY_QUEUE_EXCHANGE, ensure=False),
+                 EVERY_QUEUE_KEY)]
 
     def routing_key(self, msg: str) -> str:
         return msg

@@ -11,8 +11,10 @@ ExchangeType = Literal["direct", "topic"]
 PUBLISHING = ("publisher", "tx-publisher", "fanout-publisher")  # the client kinds that publish
 BACKLOG_READERS = ("purger", "no-ack-getter")  # the client kinds of backlog queues
 CHURN_PREFIX = "churn."  # the queues churners declare and delete
-UNROUTABLE_KEY = "mirrorchaos.unroutable"  # no queue or binding ever has this name
-FANOUT_EXCHANGE = "mirrorchaos.fanout"  # the fanout publishers' exchange
+UNROUTABLE_KEY = "mirrorchaos.unroutable"  # no queue has this name, nor a binding after set-up
+FANOUT_EXCHANGE = "mirrorchaos.fanout"  # the fanout publishers' exchanges: this one,
+EVERY_QUEUE_EXCHANGE = "mirrorchaos.direct"  # and this direct one, which binds every
+EVERY_QUEUE_KEY = "mirrorchaos.every-queue"  # queue by this one key
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,8 @@ class WorkloadSpec:
     transient_publishers: int = 0
     # After every N-th message (0: none) each publisher also publishes a mandatory probe
     # that no queue can take (routing key `UNROUTABLE_KEY`): the broker must return it
-    # (basic.return) before its confirm, whatever the faults.
+    # (basic.return) before its confirm, whatever the faults. With an exchange, set-up
+    # binds that key to every queue and unbinds it again (harness/run/setup.py).
     unroutable_every: int = 0
     prefetch: int = 20
     # Seconds a consumer holds each delivery before acking it: messages are in flight
@@ -101,10 +104,11 @@ class WorkloadSpec:
     # (workload/content.py), so # must match any number of words.
     exchange: str | None = None
     exchange_type: ExchangeType = "direct"
-    # Publishers through a durable fanout exchange bound to every queue, in the order of
-    # ``queues`` (f1, ...): each of their messages must reach every queue, whatever its
-    # routing key (a message's own id, which no binding names). The checker judges each
-    # queue's copy as a message of its own (docs/history-format.md, "Fanout").
+    # Publishers (f1, ...) whose every message must reach every queue: in turn through a
+    # durable fanout exchange bound to every queue, whatever its routing key (a message's
+    # own id, which no binding names), and through a durable direct exchange that binds
+    # every queue by one key. The checker judges each queue's copy as a message of its
+    # own (docs/history-format.md, "Fanout").
     fanout_publishers: int = 0
 
     def client_ids(self) -> dict[str, list[str]]:

@@ -718,6 +718,23 @@ def test_break_bindings_not_replicated() -> None:
         assert held(sim, "n1") == routed
 
 
+def test_break_unbind_not_replicated() -> None:
+    """ha.q bound to a direct exchange through n1 and unbound again: a publish through
+    that exchange on n2 must reach no queue."""
+    for breaks, routed in (((), 0), (("unbind-not-replicated",), 1)):
+        sim = mirrored_queue(16, *breaks)
+        binder = sim.client("n1")
+        binder.send(1, commands.Exchange.Declare(exchange="x", exchange_type="direct",
+                                                 durable=True))
+        binder.send(1, commands.Queue.Bind(queue="ha.q", exchange="x", routing_key="k"))
+        sim.pump()
+        binder.send(1, commands.Queue.Unbind(queue="ha.q", exchange="x", routing_key="k"))
+        sim.pump()
+        sim.client("n2").publish(1, b"m0", "k", exchange="x", persistent=True)
+        sim.pump()
+        assert held(sim, "n1") == routed
+
+
 def test_break_topic_hash_needs_a_word() -> None:
     """ha.q bound to a topic exchange by "ha.q.#": a key of the binding's words alone
     (zero words for the #) must reach it, as keys of one and two more words do."""
@@ -734,20 +751,24 @@ def test_break_topic_hash_needs_a_word() -> None:
         assert held(sim, "n1") == routed
 
 
-def test_break_fanout_one_queue() -> None:
-    """ha.q and ha.r bound to a fanout exchange: each message must reach both, whatever
-    its routing key."""
-    for breaks, in_r in (((), 2), (("fanout-one-queue",), 0)):
+@pytest.mark.parametrize(("kind", "bug", "bound_by"), [("fanout", "fanout-one-queue", ""),
+                                                   ("direct", "direct-one-queue", "k")])
+def test_break_one_queue_of_those_bound(kind: str, bug: str, bound_by: str) -> None:
+    """ha.q and ha.r bound to a fanout exchange, or to a direct exchange by one key: each
+    message must reach both (through the fanout whatever its routing key)."""
+    for breaks, in_r in (((), 2), ((bug,), 0)):
         sim = mirrored_queue(18, *breaks)
         client = sim.client("n1")
         client.send(1, commands.Queue.Declare(queue="ha.r", durable=True))
-        client.send(1, commands.Exchange.Declare(exchange="f", exchange_type="fanout",
+        client.send(1, commands.Exchange.Declare(exchange="x", exchange_type=kind,
                                                  durable=True))
         for queue in ("ha.q", "ha.r"):
-            client.send(1, commands.Queue.Bind(queue=queue, exchange="f", routing_key=""))
+            client.send(1, commands.Queue.Bind(queue=queue, exchange="x",
+                                               routing_key=bound_by))
         sim.pump()
-        for key in ("m0", "m1"):
-            sim.client("n2").publish(1, key.encode(), key, exchange="f", persistent=True)
+        for body in ("m0", "m1"):
+            sim.client("n2").publish(1, body.encode(), bound_by or body, exchange="x",
+                                     persistent=True)
         sim.pump()
         other = sim.brokers["n1"].vhosts["/"].queues["ha.r"]
         assert (held(sim, "n1"), queue_json(sim.brokers["n1"], other)["messages"]) == (2, in_r)

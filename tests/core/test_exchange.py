@@ -34,3 +34,5 @@ def test_direct_routes_by_exact_key_and_fanout_ignores_it() -> None:
     assert fanout.route("anything") == {"q1", "q2"}
     assert direct.unbind("q1", "k1") and not direct.unbind("q1", "k1")
     assert direct.route("k1") == set()
+    direct.bind("q1", "k2")  # a second queue by the same key: each gets the message
+    assert direct.route("k2") == {"q1", "q2"}

@@ -22,7 +22,7 @@ from harness.checker import check
 from harness.history import HistoryWriter, read_history
 from harness.workload import Recorder, Workload, WorkloadSpec, drain
 from harness.workload.client import Address
-from harness.workload.spec import FANOUT_EXCHANGE
+from harness.workload.spec import EVERY_QUEUE_EXCHANGE, EVERY_QUEUE_KEY, FANOUT_EXCHANGE
 from tests.faults.cluster_support import running_cluster
 from tests.ha_cases import NodeAccess, declare_mirrored
 
@@ -309,12 +309,14 @@ async def test_purgers_purge_the_backlog_and_publishes_go_through_the_exchange(
     assert next(p for p in result.parts if p.checker == "lost").counts["maybe_purged"] > 0
 
 
-@pytest.mark.parametrize("breaks", [(), ("fanout-one-queue",)])
+@pytest.mark.parametrize(("breaks", "lost_in_q2"), [
+    ((), set()), (("fanout-one-queue",), {0}), (("direct-one-queue",), {1})])
 async def test_a_fanout_publishers_messages_reach_every_queue(
-        tmp_path: Path, breaks: tuple[str, ...]) -> None:
-    """A fanout publisher's exchange binds q1 and q2, one consumer each: every message
-    confirmed must come from both, each queue's copy judged on its own; a node whose
-    fanout exchange routes to one queue loses every copy of the other."""
+        tmp_path: Path, breaks: tuple[str, ...], lost_in_q2: set[int]) -> None:
+    """A fanout publisher's exchanges bind q1 and q2 (the direct one by one key), one
+    consumer each: every message confirmed must come from both, each queue's copy judged
+    on its own; a node whose fanout (direct) exchange routes to one queue loses the q2
+    copy of every message that went through it (even (odd) ones)."""
     node = NodeProcess(NODE, tmp_path / NODE,
                        extra_args=[arg for name in breaks for arg in ("--break", name)])
     spec = WorkloadSpec(queues=("q1", "q2"), publishers=0, fanout_publishers=1,
@@ -325,8 +327,12 @@ async def test_a_fanout_publishers_messages_reach_every_queue(
             channel = await connection.channel()
             fanout = await channel.declare_exchange(FANOUT_EXCHANGE,
                                                     aio_pika.ExchangeType.FANOUT, durable=True)
+            direct = await channel.declare_exchange(EVERY_QUEUE_EXCHANGE,
+                                                    aio_pika.ExchangeType.DIRECT, durable=True)
             for queue in spec.queues:
-                await (await channel.declare_queue(queue, durable=True)).bind(fanout)
+                declared = await channel.declare_queue(queue, durable=True)
+                await declared.bind(fanout)
+                await declared.bind(direct, routing_key=EVERY_QUEUE_KEY)
         with writer(tmp_path, spec) as history:
             assert await run_workload(node, spec, Recorder(history), 1.0,
                                       until=Counter({"confirm ok": 50}))
@@ -339,14 +345,13 @@ async def test_a_fanout_publishers_messages_reach_every_queue(
                   for queue in spec.queues}
     result = check(read_history(tmp_path / "history.jsonl"))
     assert confirmed and confirmed <= from_queue["q1"]
+    missing = {m for m in confirmed if int(m.rpartition("-")[2]) % 2 in lost_in_q2}
+    assert from_queue["q2"] & confirmed == confirmed - missing
+    lost = {m for v in result.violations if v.kind == "lost" for m in v.messages}
+    assert lost == {f"f1.q2-{m.rpartition('-')[2]}" for m in missing}
+    assert result.valid is (not breaks), (result.error, result.violations)
     if not breaks:
-        assert confirmed <= from_queue["q2"]
-        assert result.valid is True, (result.error, result.violations)
         assert result.counts["delivered"] == 2 * len(confirmed)
-    else:
-        assert not from_queue["q2"]
-        lost = {m for v in result.violations if v.kind == "lost" for m in v.messages}
-        assert lost == {f"f1.q2-{m.rpartition('-')[2]}" for m in confirmed}
 
 
 @pytest.mark.parametrize(("breaks", "kind"), [((), None),
