@@ -135,7 +135,8 @@ def _sync_op(targets: object, messages: object) -> SyncOp:
         for seq, delivered, owner, message in check.items(messages)))
 
 
-# Per op: its tag, the types of the values after the tag, and what makes the op of them.
+# Per op: its tag, the types of its values (the tag's first), and what makes the op of
+# the values after the tag.
 _OPS: dict[str, tuple[tuple[type, ...], Callable[..., Op]]] = {
     "pub": ((str, int, str, int, bool, Message), PubOp),
     "take": ((str, int, bool, str), TakeOp),
