@@ -28,6 +28,8 @@ from harness.history.model import (
 
 _NODE_QUEUE_OPS = frozenset({"promotion", "mirror-added", "mirror-dropped", "sync-start",
                              "sync-end"})
+# The ops whose ``msg`` is what a broker delivered, a message id or not.
+_DELIVERY_OPS = frozenset({"deliver", "get", "ack", "nack", "reject"})
 _NEG_INF, _INF = float("-inf"), float("inf")
 
 _Check = Callable[[Event, Mapping[str, Any], int], None]
@@ -169,9 +171,10 @@ class Parser:
                 seq = int(digits)
             else:
                 producer = None
-                if op != "deliver" and op != "get":
-                    # Deliveries carry whatever the broker handed over; everything else
-                    # the harness made itself, so a malformed id is the producer's bug.
+                if op not in _DELIVERY_OPS:
+                    # Deliveries carry whatever the broker handed over (a client's answer
+                    # to one names it as delivered); everything else the harness made
+                    # itself, so a malformed id is the producer's bug.
                     raise self.fail(line, "msg", "a message id '<producer>-<seq>'", msg)
         queue = get("queue")
         if queue is not None and (type(queue) is not str or not queue):

@@ -12,6 +12,7 @@ def test_a_delivery_of_a_message_never_published_is_unexpected() -> None:
     b.deliver("p1-2")  # same producer, never published
     b.deliver("p9-1")  # unknown producer
     b.deliver("not-an-id")
+    b.ack("not-an-id")
     b.drain()
     result = run(b)
     assert result.valid is False

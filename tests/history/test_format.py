@@ -185,11 +185,23 @@ def test_time_going_backwards_is_an_error(tmp_path: Path) -> None:
     assert "lines are in time order" in error.expected
 
 
-def test_deliveries_may_carry_payloads_that_are_not_message_ids(tmp_path: Path) -> None:
+def test_deliveries_and_answers_to_them_may_carry_what_is_no_message_id(
+        tmp_path: Path) -> None:
+    """A broker may deliver anything (a probe it should have returned): the consumer's
+    ack, nack or reject of it names it as delivered."""
     path = _write(tmp_path / "h.jsonl", HEADER,
-                  _event(op="deliver", type="ok", msg="garbage", redelivered=False))
-    (ev,) = list(read_history(path))
-    assert (ev.msg, ev.producer, ev.seq) == ("garbage", None, -1)
+                  _event(op="deliver", type="ok", msg="garbage", redelivered=False),
+                  _event(op="ack", type="ok", msg="garbage"),
+                  *(_event(op=op, type="ok", msg="garbage", requeue=True)
+                    for op in ("nack", "reject")))
+    assert [(ev.msg, ev.producer, ev.seq) for ev in read_history(path)] == [
+        ("garbage", None, -1)] * 4
+
+
+def test_a_publish_of_what_is_no_message_id_is_an_error(tmp_path: Path) -> None:
+    path = _write(tmp_path / "h.jsonl", HEADER, _event(op="publish", msg="p1-u1"))
+    error = _error(path)
+    assert (error.line, error.field) == (2, "msg")
 
 
 def test_a_version_1_file_still_reads(tmp_path: Path) -> None:
