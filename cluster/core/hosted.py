@@ -55,7 +55,6 @@ class HostedQueue(Protocol):
     auto_delete: bool
     arguments: dict[str, Any]
     exclusive_owner: int | None
-    had_consumers: bool
 
     @property
     def consumers(self) -> Sequence[Consumer]:
@@ -82,7 +81,11 @@ class HostedQueue(Protocol):
 
     def add_consumer(self, consumer: ClientConsumer) -> None: ...
 
-    def remove_consumer(self, consumer: ClientConsumer) -> None: ...
+    def remove_consumer(self, consumer: ClientConsumer) -> bool:
+        """True when the queue is auto-delete and that was its last consumer, on any
+        node: the caller deletes it (a clustered queue's master decides, and deletes it
+        itself when the last consumer was on another node)."""
+        ...
 
     def settle(self, seqs: Iterable[int], owner: str | None = None) -> None: ...
 

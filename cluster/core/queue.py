@@ -113,7 +113,6 @@ class Queue:
         self._requeued: list[Entry] = []
         self.unacked: dict[int, Entry] = {}
         self.consumers: list[Consumer] = []
-        self.had_consumers = False
         self._next_seq = 1
         self._round_robin = 0
         self.message_bytes = 0
@@ -322,11 +321,14 @@ class Queue:
 
     def add_consumer(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)
-        self.had_consumers = True
 
-    def remove_consumer(self, consumer: Consumer) -> None:
-        if consumer in self.consumers:
-            self.consumers.remove(consumer)
+    def remove_consumer(self, consumer: Consumer) -> bool:
+        """True when ``consumer`` was the last of an auto-delete queue: it goes now (the
+        caller deletes it)."""
+        if consumer not in self.consumers:
+            return False
+        self.consumers.remove(consumer)
+        return self.auto_delete and not self.consumers
 
     def cancel_consumers(self) -> None:
         """The queue was deleted: its consumers are cancelled."""

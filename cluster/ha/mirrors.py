@@ -86,6 +86,8 @@ class Mirrors:
         record = queue.record
         if queue.is_master:
             queue.node_down(peer)
+            if queue.deleted:  # auto-delete, and its last consumers were on that node
+                return
         after = placement.succession(record, {coordinator.node, *coordinator.running},
                                      youngest=breaks.youngest_promoted)
         if (after is None or queue.me is None or after.acting != queue.me

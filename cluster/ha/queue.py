@@ -75,7 +75,6 @@ class ClusterQueue:
         self.member: GroupMember | None = None
         # Channel side: this node's consumers and the credit granted for each.
         self.consumers: list[ClientConsumer] = []
-        self.had_consumers = False
         self.granted: dict[ClientConsumer, int] = {}
         # Master side.
         self.proxies: dict[str, ConsumerProxy] = {}
@@ -374,15 +373,17 @@ class ClusterQueue:
 
     def add_consumer(self, consumer: ClientConsumer) -> None:
         self.consumers.append(consumer)
-        self.had_consumers = True
         self.granted[consumer] = 0
         self.coordinator.consumers.consume(self, consumer)
 
-    def remove_consumer(self, consumer: ClientConsumer) -> None:
+    def remove_consumer(self, consumer: ClientConsumer) -> bool:
+        """Always False: whether an auto-delete queue goes is its master's to say, which
+        knows every node's consumers (`remove_proxy`)."""
         if consumer in self.consumers:
             self.consumers.remove(consumer)
             self.granted.pop(consumer, None)
             self.coordinator.consumers.cancel(self, consumer)
+        return False
 
     def cancel_consumers(self) -> None:
         """The queue was deleted: this node's consumers are cancelled."""
@@ -465,8 +466,10 @@ class ClusterQueue:
 
     def remove_proxy(self, key: str) -> None:
         proxy = self.proxies.pop(key, None)
-        if proxy is not None and self.copy is not None:
-            self.copy.remove_consumer(proxy)
+        if proxy is not None and self.copy is not None and self.copy.remove_consumer(proxy):
+            # The last consumer of an auto-delete queue, on whichever node, went.
+            broker = self.coordinator.broker
+            broker.delete_queue(broker.vhosts[self.vhost], self.name)
 
     def node_down(self, node: str) -> None:
         """Master: a node died; its channels' consumers go, their messages come back."""
@@ -474,6 +477,8 @@ class ClusterQueue:
         assert copy is not None
         for key in [k for k, p in self.proxies.items() if p.node == node]:
             self.remove_proxy(key)
+        if self.deleted:  # its last consumers were there, and it was auto-delete
+            return
         held = copy.unacked_on(node)
         if held:
             copy.requeue(held)

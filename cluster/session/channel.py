@@ -464,8 +464,7 @@ class Channel:
     def remove_consumer(self, consumer: ChannelConsumer) -> None:
         self.consumers.pop(consumer.tag, None)
         queue = consumer.queue
-        queue.remove_consumer(consumer)
-        if queue.auto_delete and not queue.consumers and queue.had_consumers:
+        if queue.remove_consumer(consumer):
             self.broker.delete_queue(self.vhost, queue.name)
 
     # -- requests to queues -------------------------------------------------------------
