@@ -377,8 +377,7 @@ class ClusterQueue:
         self.coordinator.consumers.consume(self, consumer)
 
     def remove_consumer(self, consumer: ClientConsumer) -> bool:
-        """Always False: whether an auto-delete queue goes is its master's to say, which
-        knows every node's consumers (`remove_proxy`)."""
+        """False: an auto-delete queue goes when its master says (`remove_proxy`)."""
         if consumer in self.consumers:
             self.consumers.remove(consumer)
             self.granted.pop(consumer, None)
@@ -465,9 +464,9 @@ class ClusterQueue:
         return proxy
 
     def remove_proxy(self, key: str) -> None:
+        """A consumer of any node gone: an auto-delete queue goes with its last one."""
         proxy = self.proxies.pop(key, None)
         if proxy is not None and self.copy is not None and self.copy.remove_consumer(proxy):
-            # The last consumer of an auto-delete queue, on whichever node, went.
             broker = self.coordinator.broker
             broker.delete_queue(broker.vhosts[self.vhost], self.name)
 
