@@ -1,12 +1,14 @@
 """What the coordinators of a cluster send each other, as typed values.
 
-Two families, both immutable:
+Two families of values that nothing changes once built:
 
 * **Envelopes** (`PeerMessage`): one class per kind of message one node's coordinator
   sends another's over their link: metadata, publishes and confirms, GM traffic of a
   queue's group, remote consumers' traffic, calls to a queue's master and their
   answers. `cluster.ha.wire` turns each into a peer `Envelope` and back (its header
-  says which class is which kind on the wire).
+  says which class is which kind on the wire). Those built for every message
+  replicated or delivered are not frozen (marked so): a frozen dataclass costs nearly
+  four times as much to build (0.62 µs against 0.17 µs, five fields).
 * **Replicated ops** (`Op`): what a queue's master broadcasts through the queue's GM
   group, which every mirror applies in GM order: an ordered publish, a delivery, an
   ack, a requeue, a purge, a sync batch. Named tuples, not frozen dataclasses: they
@@ -133,7 +135,7 @@ class Publish(NamedTuple):
     message: Message
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built per message
 class PublishRun:
     """Consecutive publishes to one declaration (``uid``) of a queue."""
 
@@ -142,7 +144,7 @@ class PublishRun:
     publishes: tuple[Publish, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built per message
 class Publishes:
     """What one batch of input published to the replicas on the receiving node, in
     publish order."""
@@ -150,7 +152,7 @@ class Publishes:
     runs: tuple[PublishRun, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built per message
 class ConfirmRun:
     """Publishes of channel ``sender`` that the replica of declaration ``uid`` holds."""
 
@@ -159,7 +161,7 @@ class ConfirmRun:
     pubids: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built per message
 class Confirms:
     """The replicas on ``node`` hold these publishes of the receiver's channels."""
 
@@ -170,11 +172,11 @@ class Confirms:
 # -- a queue's GM group ----------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built per message
 class GroupMessage:
     """GM traffic from member ``sender`` to member ``to`` of declaration ``uid``'s
-    group. Not frozen all the way down: an `Activity` still in the outbox takes the
-    sender's later activity (`cluster.ha.outbox`)."""
+    group. Its `Activity`, while still in the outbox, takes the sender's later activity
+    (`cluster.ha.outbox`)."""
 
     queue: QueueRef
     uid: str
@@ -221,7 +223,7 @@ class Cancel:
     key: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built per message
 class Credit:
     """The consumer may take ``more`` deliveries."""
 
@@ -230,7 +232,7 @@ class Credit:
     more: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built per message
 class Settle:
     """Channel ``owner`` acked (or, ``requeue``, rejected) deliveries ``seqs``."""
 
@@ -240,7 +242,7 @@ class Settle:
     requeue: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built per message
 class Deliver:
     """The master took ``seq`` for the consumer ``key`` on the receiving node."""
 
