@@ -140,13 +140,12 @@ def test_a_staggered_heal_starts_nodes_in_the_order_they_stopped(cluster: LiveCl
              if node.process is not None}
     assert codes == {"n1": 0, "n2": 0, "n3": 0}  # each ran its shutdown path
     # n3 starts 2 x stagger after n1: long enough for n1 to reach its boot gate first
-    # even when the test run's other workers slow its start (at 1 s it did not, once).
+    # even when the test run's other workers slow its start. (Whether n1 also logs
+    # boot_waiting is a race: only if it sees n3's process before n3's app runs.)
     healed = nemesis.invoke(Op("heal", {"stagger": 2.0}))
     assert healed.type == "ok" and sorted(healed.value["started"]) == ["n1", "n2", "n3"]
     cluster.wait_formed()
-    waited = cluster.events("n1", "boot_waiting")
-    assert waited and "n3" in waited[0]["saw_us_stop"]
-    # n1 ran before n3's process started (it heard n2 come), but served only after n3
+    # n1 ran before n3's process started, but served only after n3
     assert _since_stop(cluster, "n1")[0]["mono"] < _since_stop(cluster, "n3")[0]["mono"]
     started = {n: cluster.events(n, "node_started")[-1]["mono"] for n in ("n1", "n3")}
     assert started["n1"] > started["n3"]
