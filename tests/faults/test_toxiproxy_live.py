@@ -183,13 +183,16 @@ async def test_client_half_close_ends_the_whole_connection(api: Api, peer: PeerS
 
 async def test_a_triggered_reset_peer_still_fires_when_removed(api: Api, echo: EchoServer) -> None:
     # Toxiproxy's reset cannot be interrupted once data has triggered it: removed while
-    # its timeout runs, the toxic still resets the connection.
+    # its timeout runs, the toxic still resets the connection. The echo's reply triggers
+    # it, a round trip through the proxy: 1 s for that, then 2 s of timeout still to run
+    # when it is removed. (With 0.1 s, a loaded fresh clone's run read until its 5 s ran
+    # out, as it does when the DELETE lands before the reply: nothing resets then.)
     proxy = await api.proxy("p", echo.address)
-    await api.toxic("p", type="reset_peer", attributes={"timeout": 500})
+    await api.toxic("p", type="reset_peer", attributes={"timeout": 3000})
     reader, writer = await connect(proxy["listen"])
     writer.write(b"x")
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(1.0)
     assert await api.call("DELETE", "/proxies/p/toxics/reset_peer_downstream") == (204, None)
     with pytest.raises(ConnectionResetError):
-        await asyncio.wait_for(reader.read(), 5)
+        await asyncio.wait_for(reader.read(), 10)
     writer.close()
