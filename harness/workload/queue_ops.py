@@ -15,48 +15,40 @@ from harness.workload.spec import CHURN_PREFIX
 from harness.workload.waits import sleep_until
 
 
-class Churner(Client):
-    """Declares a queue of its own (``CHURN_PREFIX<id>.<n>``, matched by the run's
-    policy: durable, and every other one exclusive, which the design never mirrors) at
-    the workload's churn rate and deletes each once ``churn_keep`` newer ones exist, so
-    every queue lives a few seconds: long enough for a node to go down holding it and
-    miss its delete. Queues whose declare or delete had no answer
-    are deleted again on the next connection (a delete of a missing queue is a no-op);
-    when the run stops, every queue it holds is deleted."""
+class QueueOwner(Client):
+    """A client that declares queues of its own (named ``CHURN_PREFIX<id>.<...>``, matched
+    by the run's policy) and deletes them again, each ``declare`` and ``delete``
+    recorded. A queue is in ``live`` from its declare until a delete of it is answered
+    (an exclusive or auto-delete one may go by itself, and a delete of a missing queue
+    is a no-op); what a session leaves behind is deleted at the start of the next."""
 
     def __init__(self, client_id: str, queue: str, node: str, ctx: ClientContext) -> None:
         super().__init__(client_id, queue, node, ctx)
         self.seq = itertools.count(1)
         self.live: deque[str] = deque()  # declared (or maybe), oldest first
 
-    async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
-        channel = await self.channel(connection)
-        interval = 1.0 / self.spec.churn_rate
-        while self.running():
-            if broken.is_set():
-                raise ConnectionLost("connection closed")
-            while len(self.live) > self.spec.churn_keep:
-                await self._queue_op(channel, "delete", self.live[0])
-            n = next(self.seq)
-            await self._queue_op(channel, "declare", f"{CHURN_PREFIX}{self.id}.{n}",
-                                 exclusive=n % 2 == 0)
-            await sleep_until(interval, self.stop, broken)
-        while self.live:
-            await self._queue_op(channel, "delete", self.live[0])
+    def own_queue(self, n: int) -> str:
+        return f"{CHURN_PREFIX}{self.id}.{n}"
 
-    async def _queue_op(self, channel: AbstractChannel, op: str, name: str, *,
-                        exclusive: bool = False) -> None:
-        """``queue.declare`` or ``queue.delete`` of ``name``, recorded as ``op``; a queue
-        is in ``live`` from its declare until a delete of it is answered (an exclusive
-        one goes with its connection, and a delete of a missing queue is a no-op)."""
-        self.record(op, "invoke", queue=name, **({"exclusive": True} if exclusive else {}))
+    async def delete_oldest(self, channel: AbstractChannel, keep: int = 0) -> None:
+        while len(self.live) > keep:
+            await self.queue_op(channel, "delete", self.live[0])
+
+    async def queue_op(self, channel: AbstractChannel, op: str, name: str, *,
+                       exclusive: bool = False, auto_delete: bool = False) -> None:
+        """``queue.declare`` (durable unless exclusive or auto-delete) or
+        ``queue.delete`` of ``name``, recorded as ``op``."""
+        marks = {"exclusive": True} if exclusive else {}
+        if auto_delete:
+            marks["auto_delete"] = True
+        self.record(op, "invoke", queue=name, **marks)
         if op == "declare":
             self.live.append(name)
         try:
             if op == "declare":
                 await answer_of(channel.declare_queue(
-                    name, durable=not exclusive, exclusive=exclusive,
-                    timeout=self.spec.confirm_timeout))
+                    name, durable=not (exclusive or auto_delete), exclusive=exclusive,
+                    auto_delete=auto_delete, timeout=self.spec.confirm_timeout))
             else:
                 await answer_of(channel.queue_delete(name, timeout=self.spec.confirm_timeout))
         except CLIENT_ERRORS as exc:
@@ -65,6 +57,27 @@ class Churner(Client):
         self.record(op, "ok", queue=name)
         if op == "delete":
             self.live.remove(name)
+
+
+class Churner(QueueOwner):
+    """Declares a queue of its own at the workload's churn rate, durable and every other
+    one exclusive (which the design never mirrors), and deletes each once ``churn_keep``
+    newer ones exist, so every queue lives a few seconds: long enough for a node to go
+    down holding it and miss its delete. Queues whose declare or delete had no answer
+    are deleted again on the next connection; when the run stops, every queue it holds
+    is deleted."""
+
+    async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
+        channel = await self.channel(connection)
+        interval = 1.0 / self.spec.churn_rate
+        while self.running():
+            if broken.is_set():
+                raise ConnectionLost("connection closed")
+            await self.delete_oldest(channel, keep=self.spec.churn_keep)
+            n = next(self.seq)
+            await self.queue_op(channel, "declare", self.own_queue(n), exclusive=n % 2 == 0)
+            await sleep_until(interval, self.stop, broken)
+        await self.delete_oldest(channel)
 
 
 class Purger(Client):
