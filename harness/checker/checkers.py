@@ -23,6 +23,7 @@ from harness.checker.recovered import Recovered
 from harness.checker.result import Result
 from harness.checker.resurrected import Resurrected
 from harness.checker.returns import Unreturned
+from harness.checker.rules import RuleBroken
 from harness.checker.stalls import Stalls
 from harness.checker.throughput import Throughput
 from harness.checker.unacked import LostUnacked
@@ -35,7 +36,7 @@ from harness.history.reader import History
 def default_checkers(bucket_s: float = 1.0) -> list[StreamingChecker]:
     """One checker per concern; each becomes one JUnit test case in reports."""
     return [Completeness(), Lost(), LostUnacked(), Unexpected(), Corrupted(), Unreturned(),
-            Duplicates(),
+            RuleBroken(), Duplicates(),
             Resurrected(), Recovered(), Unanswered(), Ordering(), Overtaken(),
             CancelMissing(), CancelUnexpected(), Stalls(), OverPrefetch(),
             *(Agreement(kind) for kind in AGREEMENT_KINDS), Undeleted(), Purged(),

@@ -171,6 +171,14 @@ class HistoryBuilder:
         self.add(process, "purge", "invoke", queue=queue, node=node)
         self.add(process, "purge", type, queue=queue, node=node, count=count)
 
+    def rule(self, rule: str, expect: str, type: str, queue: str = "churn.e1.1",
+             process: str = "e1", node: str = "n1") -> None:
+        """A rule prober's ask: the invoke, then its outcome ``type`` (``fail`` is a
+        refusal, with its code)."""
+        fields = {"rule": rule, "expect": expect, "queue": queue, "node": node}
+        self.add(process, "rule", "invoke", **fields)
+        self.add(process, "rule", type, **fields, **({"code": 406} if type == "fail" else {}))
+
     def drain(self, queue: str | None = None, type: str = "ok") -> None:
         self.add("harness", "drain", type, queue=queue)
 

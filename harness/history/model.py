@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 FORMAT = "mirrorchaos-history"
-VERSION = 2
-# Version 2 added the churners' ``declare`` and ``delete`` ops: a version-1 file reads as
-# a version-2 file without them.
-READABLE_VERSIONS = frozenset({1, 2})
+VERSION = 3
+# Version 2 added the churners' ``declare`` and ``delete`` ops, version 3 the rule
+# probers' ``rule``: an older file reads as a newer one without them.
+READABLE_VERSIONS = frozenset({1, 2, 3})
 
 TYPES = frozenset({"invoke", "ok", "fail", "info"})
 MODES = frozenset({"ack", "no-ack"})
@@ -24,8 +24,10 @@ PARTITION_HANDLING = frozenset({"ignore", "pause_minority", "autoheal"})
 CLIENT_OPS = frozenset({
     "publish", "confirm", "deliver", "get", "ack", "nack", "reject", "recover",
     "consume", "cancel", "connect", "disconnect", "drain", "cluster-state", "declare",
-    "delete", "purge", "members", "unroutable",
+    "delete", "purge", "members", "unroutable", "rule",
 })
+# What a rule prober's ask must come to (``rule`` lines): done by the broker, or refused.
+RULE_EXPECTS = frozenset({"done", "refused"})
 FAULT_OPS = frozenset({"fault-start", "fault-end"})
 # Reported by broker nodes (their events.jsonl), merged into the history by time.
 NODE_OPS = frozenset({

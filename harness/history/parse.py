@@ -20,6 +20,7 @@ from harness.history.model import (
     OPS,
     PARTITION_HANDLING,
     READABLE_VERSIONS,
+    RULE_EXPECTS,
     TYPES,
     Event,
     Header,
@@ -50,7 +51,7 @@ class Parser:
             "drain": self._plain, "cluster-state": self._cluster_state,
             "declare": self._with_queue, "delete": self._with_queue,
             "purge": self._with_queue, "fault-start": self._fault, "fault-end": self._fault,
-            "members": self._members, "unroutable": self._unroutable,
+            "members": self._members, "unroutable": self._unroutable, "rule": self._rule,
         }
         specific.update((op, self._node_op) for op in NODE_OPS)
         assert specific.keys() == OPS
@@ -261,6 +262,13 @@ class Parser:
         if ev.type == "ok" and type(obj.get("returned")) is not bool:
             raise self.fail(line, "returned", "true or false (did basic.return bring it back)",
                             obj.get("returned"))
+
+    def _rule(self, ev: Event, obj: Mapping[str, Any], line: int) -> None:
+        if ev.queue is None:
+            raise self._no_queue(ev, line)
+        self._str(obj, "rule", line)
+        if obj.get("expect") not in RULE_EXPECTS:
+            raise self.fail(line, "expect", " or ".join(sorted(RULE_EXPECTS)), obj.get("expect"))
 
     def _node_op(self, ev: Event, obj: Mapping[str, Any], line: int) -> None:
         if ev.type != "info":

@@ -50,10 +50,12 @@ _GAUNTLET = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers
 # queues: through a fanout exchange whatever its routing key, or through a direct one
 # that binds both by the same key. The publishers' mandatory probes go through the
 # topic exchange to a key both queues were bound by and unbound from at set-up, so every
-# node must forget a binding removed (and return them).
+# node must forget a binding removed (and return them). A rule prober asks, from its
+# node and another, for what the broker must refuse or do with queue.delete's
+# conditions, exclusive consumers and queues, and auto-delete queues.
 _OPS = WorkloadSpec(queues=("q1", "q2"), backlog_queues=("q2",), publishers=2,
                     fanout_publishers=1, tx_publishers=1, tx_rollback_every=3, consumers=2,
-                    unroutable_every=10,
+                    unroutable_every=10, rule_probers=1,
                     recoverers=1, leavers=1, purgers=1, purge_interval=2.0,
                     exchange="mirrorchaos.topic", exchange_type="topic", rate=60.0, prefetch=5,
                     ack_delay=0.2,
@@ -445,9 +447,10 @@ DETECTION: tuple[Scenario, ...] = (
              "(through a fanout exchange or a direct one binding both queues by one key) "
              "delivered from both queues, transactions rolled back (never delivered) and "
              "deliveries given back with basic.recover or by closing the connection "
-             "(delivered again, at their place); the master "
-             "killed, a mirror restarted, both queues synchronised and the master killed "
-             "again, with purges between; then a drain by promotion",
+             "(delivered again, at their place), a rule prober asking for what queue.delete's "
+             "conditions, exclusive consumers and queues, and auto-delete queues must refuse "
+             "or do; the master killed, a mirror restarted, both queues synchronised and the "
+             "master killed again, with purges between; then a drain by promotion",
              policy={"ha-mode": "all", "ha-sync-mode": "manual"}, workload=_OPS,
              nemesis=NemesisSpec("sequence", options={"steps": [
                  _step(5.0, "kill", _MASTER), _step(8.0, "heal"),

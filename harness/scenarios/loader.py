@@ -31,8 +31,8 @@ _MISSING = object()
 # Numbers that must be above zero; every other number must not be negative.
 _POSITIVE = {"nodes", "tick", "workload.rate", "workload.window", "workload.prefetch",
              "workload.get_rate", "workload.tx_batch", "workload.confirm_timeout",
-             "workload.heartbeat", "workload.purge_interval", "phases.drain_timeout",
-             "nemesis.hold"}
+             "workload.heartbeat", "workload.purge_interval", "workload.rule_interval",
+             "phases.drain_timeout", "nemesis.hold"}
 _OPTIONS = {"none": (), "kill": (), "stop": (), "pause": (), "power-loss": (), "restart": (),
             "rolling-restart": (), "partition": ("kind", "mode", "from", "to"),
             "degrade": ("toxic", "links", "stream", "attributes", "toxicity"),

@@ -97,6 +97,13 @@ class WorkloadSpec:
     # mirror promoted later (the master broadcasts the purge).
     purgers: int = 0
     purge_interval: float = 2.0
+    # Clients that ask, from their own node and from another, for what the broker must
+    # refuse (queue.delete if_empty or if_unused, a consumer beside an exclusive one,
+    # another connection's exclusive queue) and for what it must do (an auto-delete
+    # queue kept while a consumer is left, deleted with the last), on queues of their
+    # own, a cycle every ``rule_interval`` seconds (e1, ...; harness/workload/rules.py).
+    rule_probers: int = 0
+    rule_interval: float = 1.0
     # A durable exchange the publishers route through (None: the default exchange):
     # bindings are cluster metadata every node must hold, also one that restarted. A
     # direct one binds each queue by its own name; a topic one by "<queue>.#", and each
@@ -122,7 +129,8 @@ class WorkloadSpec:
                   "leaver": (self.leavers, "l"),
                   "cancel-consumer": (self.cancel_consumers, "x"),
                   "multiple-acker": (self.multiple_ackers, "m"),
-                  "churner": (self.churners, "k"), "purger": (self.purgers, "u")}
+                  "churner": (self.churners, "k"), "purger": (self.purgers, "u"),
+                  "rule-prober": (self.rule_probers, "e")}
         return {kind: [f"{prefix}{i}" for i in range(1, count + 1)]
                 for kind, (count, prefix) in counts.items()}
 

@@ -12,6 +12,7 @@ from harness.workload.getters import Getter
 from harness.workload.publishers import FanoutPublisher, Publisher, TxPublisher
 from harness.workload.queue_ops import Churner, Purger
 from harness.workload.recorder import Recorder
+from harness.workload.rules import RuleProber
 from harness.workload.spec import PUBLISHING, WorkloadSpec
 
 
@@ -55,6 +56,8 @@ class Workload:
             return Churner(client_id, queue, node, self.ctx)
         if kind == "purger":
             return Purger(client_id, queue, node, self.ctx)
+        if kind == "rule-prober":
+            return RuleProber(client_id, queue, node, self.ctx)
         if kind == "multiple-acker":
             return MultipleAcker(client_id, queue, node, self.ctx)
         if kind == "cancel-consumer":

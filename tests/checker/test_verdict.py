@@ -43,6 +43,7 @@ def test_a_healthy_history_is_valid_with_every_checker_agreeing() -> None:
     assert result.valid is True
     assert [p.checker for p in result.parts] == [
         "history", "lost", "lost-unacked", "unexpected", "corrupted", "unreturned",
+        "rule-broken",
         "duplicated",
         "resurrected", "recovered", "unanswered", "ordering", "overtaken", "cancel-missing",
         "cancel-unexpected", "stalled", "over-prefetch", "disagreement", "split-brain",

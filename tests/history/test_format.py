@@ -213,7 +213,7 @@ def test_a_version_1_file_still_reads(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("header", "field", "expected"), [
     ({**HEADER, "format": "jepsen"}, "format", "'mirrorchaos-history'"),
-    ({**HEADER, "version": 3}, "version", "1 or 2 (the versions this reader knows)"),
+    ({**HEADER, "version": 4}, "version", "1 or 2 or 3 (the versions this reader knows)"),
     ({**HEADER, "seed": "7"}, "seed", "an integer"),
     ({**HEADER, "run_id": ""}, "run_id", "a non-empty string"),
     ({**HEADER, "config": {**CONFIG, "nodes": []}}, "config.nodes", "a non-empty list"),
