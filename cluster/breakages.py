@@ -17,8 +17,12 @@ VIOLATION_KINDS = frozenset({
     "cancel-unexpected", "stalled", "overtaken", "split-brain", "disagreement",
     "wrong-promotion", "undeleted", "under-replicated", "over-replicated",
     "node-unavailable", "autoheal-wrong-side", "unanswered", "unexpected", "over-prefetch",
-    "corrupted", "unreturned",
+    "corrupted", "unreturned", "rule-broken",
 })
+
+
+# Where the rule-broken bugs show (harness/workload/rules.py).
+_PROBER = "the rule prober (gauntlet-ops) asking, on connections to its own node and another"
 
 
 @dataclass(frozen=True)
@@ -259,6 +263,31 @@ CATALOGUE: dict[str, Breakage] = {b.name: b for b in (
              "a mandatory publish that no queue takes is dropped and confirmed without a "
              "basic.return", ("unreturned",),
              "a mandatory publish to a routing key no queue has"),
+    Breakage("exclusive-consumer-ignored",
+             "basic.consume ignores exclusivity: a consumer joins a queue that has an "
+             "exclusive one, and an exclusive one joins a queue that has consumers",
+             ("rule-broken",), f"{_PROBER}, for a consumer beside an exclusive one"),
+    Breakage("delete-ignores-if-empty",
+             "queue.delete with if_empty deletes a queue that holds messages",
+             ("rule-broken",), f"{_PROBER}, for the delete of a queue holding a message"),
+    Breakage("delete-ignores-if-unused",
+             "queue.delete with if_unused deletes a queue that has consumers",
+             ("rule-broken",), f"{_PROBER}, for the delete of a queue with a consumer"),
+    Breakage("auto-delete-kept",
+             "an auto-delete queue is never deleted when its last consumer goes",
+             ("rule-broken",),
+             f"{_PROBER}, for an auto-delete queue once its last consumer cancelled"),
+    Breakage("auto-delete-per-node",
+             "an auto-delete queue is deleted when the consumers of one node are all gone, "
+             "though consumers on other nodes remain",
+             ("rule-broken",),
+             f"{_PROBER}, for an auto-delete queue once its consumer on the queue's node "
+             "cancelled while one on another node remains"),
+    Breakage("exclusive-queue-shared",
+             "an exclusive queue is not locked: other connections may declare, consume "
+             "from and get from it",
+             ("rule-broken",), f"{_PROBER}, for a consume of another connection's "
+             "exclusive queue"),
 )}
 
 
@@ -318,6 +347,12 @@ class Breaks:
     fanout_one_queue: bool = False
     direct_one_queue: bool = False
     mandatory_ignored: bool = False
+    exclusive_consumer_ignored: bool = False
+    delete_ignores_if_empty: bool = False
+    delete_ignores_if_unused: bool = False
+    auto_delete_kept: bool = False
+    auto_delete_per_node: bool = False
+    exclusive_queue_shared: bool = False
 
     @classmethod
     def of(cls, names: list[str] | tuple[str, ...]) -> Breaks:

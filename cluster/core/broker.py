@@ -123,7 +123,8 @@ class BrokerModel:
     def add_vhost(self, name: str) -> VirtualHost:
         vhost = self.vhosts.get(name)
         if vhost is None:
-            vhost = self.vhosts[name] = VirtualHost(name, self.log, self._new_queue)
+            vhost = self.vhosts[name] = VirtualHost(name, self.log, self._new_queue,
+                                                       self.config.breaks)
         return vhost
 
     def delete_vhost(self, name: str) -> bool:

@@ -105,6 +105,11 @@ class HostedQueue(Protocol):
 
     def ask_counts(self, reply: Reply[Counts]) -> None: ...
 
+    def ask_consume(self, exclusive: bool, reply: Reply[Counts]) -> None:
+        """basic.consume: may a consumer (``exclusive`` or not) join every node's
+        consumers of the queue? Refused (403) when either is exclusive."""
+        ...
+
     def ask_delete(self, if_unused: bool, if_empty: bool, delete_here: Callable[[], int],
                    reply: Reply[int]) -> None:
         """queue.delete: ``delete_here`` deletes it from this node's vhost (checking the

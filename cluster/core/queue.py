@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from cluster.amqp.errors import ChannelError
+from cluster.amqp.errors import ACCESS_REFUSED, ChannelError
 from cluster.core.clients import Publishing, node_of_ref
 from cluster.core.message import Message
 
@@ -71,6 +71,16 @@ class Counts:
 
     messages: int
     consumers: int
+
+
+def in_exclusive_use(consumers: Sequence[Consumer], exclusive: bool) -> bool:
+    """Whether a new consumer (``exclusive`` or not) is refused: an exclusive one
+    wants the queue to itself, and an existing exclusive one keeps it."""
+    return bool(consumers) and (exclusive or any(c.exclusive for c in consumers))
+
+
+def exclusive_use_error(vhost: str, name: str) -> ChannelError:
+    return ChannelError(ACCESS_REFUSED, f"queue '{name}' in vhost '{vhost}' in exclusive use")
 
 
 class QueueObserver(Protocol):
@@ -312,6 +322,12 @@ class Queue:
 
     def ask_counts(self, reply: Reply[Counts]) -> None:
         reply(Counts(self.ready_count, len(self.consumers)))
+
+    def ask_consume(self, exclusive: bool, reply: Reply[Counts]) -> None:
+        if in_exclusive_use(self.consumers, exclusive):
+            reply(exclusive_use_error(self.vhost, self.name))
+        else:
+            reply(Counts(self.ready_count, len(self.consumers)))
 
     def ask_delete(self, if_unused: bool, if_empty: bool, delete_here: Callable[[], int],
                    reply: Reply[int]) -> None:

@@ -56,9 +56,11 @@ class VirtualHost:
         name: str,
         log: MessageLog | None,
         new_queue: QueueFactory | None = None,
+        breaks: Breaks = CORRECT,
     ) -> None:
         self.name = name
         self.log = log
+        self.breaks = breaks
         self.exchanges: dict[str, Exchange] = {n: Exchange(n, t) for n, t in PREDECLARED.items()}
         self.queues: dict[str, HostedQueue] = {}
         self._new_queue: QueueFactory = new_queue or self._plain_queue
@@ -151,6 +153,8 @@ class VirtualHost:
         strict check)."""
         owner = queue.exclusive_owner
         mismatch = exclusive is not None and exclusive != (owner is not None)
+        if self.breaks.exclusive_queue_shared:
+            return
         if mismatch or (owner is not None and owner != connection_id):
             raise ChannelError(
                 RESOURCE_LOCKED,
@@ -246,14 +250,13 @@ class VirtualHost:
         ):
             del self.exchanges[exchange]
 
-    def route(self, exchange: Exchange, routing_key: str,
-              breaks: Breaks = CORRECT) -> list[HostedQueue]:
+    def route(self, exchange: Exchange, routing_key: str) -> list[HostedQueue]:
         if exchange.name == "":
             queue = self.queues.get(routing_key)
             return [queue] if queue is not None else []
         queues = self.queues
         return [queues[name]
-                for name in exchange.route(routing_key, breaks)
+                for name in exchange.route(routing_key, self.breaks)
                 if name in queues]
 
     # -- definitions --------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """What a channel asks of a queue whose master is on another node (`Call`) and the
-master's answers (`Answer`): ``basic.get``, purge, delete and declare's counts.
+master's answers (`Answer`): ``basic.get``, purge, delete, declare's counts, and
+whether a consumer may join (exclusive consumers).
 
 The asking node keeps each call until it is answered or the master's node goes down
 (`Calls`); the master answers from its copy of the queue (`answer`); the asking node
@@ -12,11 +13,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from cluster.amqp.errors import INTERNAL_ERROR, NOT_FOUND, PRECONDITION_FAILED, ChannelError
-from cluster.core.queue import Counts, GetAnswer, Reply
+from cluster.amqp.errors import (
+    ACCESS_REFUSED,
+    INTERNAL_ERROR,
+    NOT_FOUND,
+    PRECONDITION_FAILED,
+    ChannelError,
+)
+from cluster.core.queue import Counts, GetAnswer, Reply, exclusive_use_error, in_exclusive_use
 from cluster.ha.messages import (
     Answer,
     Ask,
+    AskConsume,
     AskDelete,
     AskGet,
     AskPurge,
@@ -84,6 +92,8 @@ def answer(broker: BrokerModel, queue: ClusterQueue | None, ask: Ask) -> CallRes
         return Count(copy.purge())
     if isinstance(ask, AskDelete):
         return _delete(broker, queue, ask)
+    if isinstance(ask, AskConsume) and in_exclusive_use(copy.consumers, ask.exclusive):
+        return Refused("exclusive", exclusive_use_error(queue.vhost, queue.name).text)
     return Counts(copy.ready_count, len(copy.consumers))
 
 
@@ -108,6 +118,8 @@ def read(queue: ClusterQueue, result: CallResult, kind: type[R]) -> R | ChannelE
     if isinstance(result, Refused):
         if result.reason == "precondition":
             return ChannelError(PRECONDITION_FAILED, result.text)
+        if result.reason == "exclusive":
+            return ChannelError(ACCESS_REFUSED, result.text)
         return ChannelError(
             NOT_FOUND,
             f"home node '{queue.master_node}' of queue '{queue.name}' in vhost "

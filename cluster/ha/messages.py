@@ -285,7 +285,12 @@ class AskCounts:
     pass
 
 
-Ask = AskGet | AskPurge | AskDelete | AskCounts
+@dataclass(frozen=True, slots=True)
+class AskConsume:
+    exclusive: bool
+
+
+Ask = AskGet | AskPurge | AskDelete | AskCounts | AskConsume
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,10 +310,11 @@ class Count:
 @dataclass(frozen=True, slots=True)
 class Refused:
     """Why the master did not answer: it holds no such queue (``not_found``), a
-    condition of the delete failed (``precondition``, ``text`` says which), or the
-    master's node went down before it answered (``down``, never on the wire)."""
+    condition of the delete failed (``precondition``, ``text`` says which), a consumer
+    would share the queue with an exclusive one (``exclusive``), or the master's node
+    went down before it answered (``down``, never on the wire)."""
 
-    reason: Literal["not_found", "precondition", "down"]
+    reason: Literal["not_found", "precondition", "exclusive", "down"]
     text: str = ""
 
 

@@ -25,23 +25,34 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from cluster.core.clients import Publishing
 from cluster.core.hosted import ClientConsumer
 from cluster.core.message import Message
-from cluster.core.queue import Counts, Entry, GetAnswer, Queue, Reply
+from cluster.core.queue import (
+    Counts,
+    Entry,
+    GetAnswer,
+    Queue,
+    Reply,
+    exclusive_use_error,
+    in_exclusive_use,
+)
 from cluster.gm import GroupMember, LostMembership
 from cluster.ha import calls, sync
 from cluster.ha.confirms import ConfirmWait
 from cluster.ha.consumers import ConsumerProxy
 from cluster.ha.messages import (
     Ask,
+    AskConsume,
     AskCounts,
     AskDelete,
     AskGet,
     AskPurge,
+    CallResult,
     Count,
     Op,
     Publish,
     PubOp,
     PurgeOp,
     QueueRef,
+    Refused,
     RequeueOp,
     SettleOp,
     SyncOp,
@@ -382,7 +393,8 @@ class ClusterQueue:
             self.consumers.remove(consumer)
             self.granted.pop(consumer, None)
             self.coordinator.consumers.cancel(self, consumer)
-        return False
+        return (self.coordinator.breaks.auto_delete_per_node and self.auto_delete
+                and not self.consumers)
 
     def cancel_consumers(self) -> None:
         """The queue was deleted: this node's consumers are cancelled."""
@@ -440,12 +452,33 @@ class ClusterQueue:
         else:
             self._ask_master(AskCounts(), Counts, reply)
 
+    def ask_consume(self, exclusive: bool, reply: Reply[Counts]) -> None:
+        """This node's consumers answer at once; then the master, which holds every
+        node's. A master whose node is down cannot say: the consumer joins, as any
+        consumer of a queue in failover, and the promoted master learns of it."""
+        if in_exclusive_use(self.consumers, exclusive):
+            reply(exclusive_use_error(self.vhost, self.name))
+        elif self.is_master:
+            assert self.copy is not None
+            self.copy.ask_consume(exclusive, reply)
+        else:
+            def answered(result: CallResult) -> None:
+                if isinstance(result, Refused) and result.reason == "down":
+                    reply(Counts(self.ready_count, len(self.consumers)))
+                else:
+                    reply(calls.read(self, result, Counts))
+            self.coordinator.calls.call(self, AskConsume(exclusive), answered)
+
     def ask_delete(self, if_unused: bool, if_empty: bool, delete_here: Callable[[], int],
                    reply: Reply[int]) -> None:
+        """The master answers, here as for a node that asks: if_unused counts every
+        node's consumers, which only its copy holds."""
+        ask = AskDelete(if_unused, if_empty)
         if self.is_master:
-            reply(delete_here())
+            result = calls.answer(self.coordinator.broker, self, ask)
+            calls.counted(reply)(calls.read(self, result, Count))
         else:
-            self._ask_master(AskDelete(if_unused, if_empty), Count, calls.counted(reply))
+            self._ask_master(ask, Count, calls.counted(reply))
 
     def _ask_master(self, ask: Ask, kind: type[R], reply: Reply[R]) -> None:
         self.coordinator.calls.call(self, ask, lambda result: reply(calls.read(self, result,
@@ -466,7 +499,8 @@ class ClusterQueue:
     def remove_proxy(self, key: str) -> None:
         """A consumer of any node gone: an auto-delete queue goes with its last one."""
         proxy = self.proxies.pop(key, None)
-        if proxy is not None and self.copy is not None and self.copy.remove_consumer(proxy):
+        if (proxy is not None and self.copy is not None and self.copy.remove_consumer(proxy)
+                and not self.coordinator.breaks.auto_delete_kept):
             broker = self.coordinator.broker
             broker.delete_queue(broker.vhosts[self.vhost], self.name)
 

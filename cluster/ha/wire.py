@@ -50,12 +50,12 @@ credit; ``r`` redelivered (``q.deliver``) or requeue (``q.settle``). A message i
 (3) JSON ``{sender: {uid: [pubid, ...]}}``.
 
 (4) ``op`` is ``"get"`` (with ``no_ack``, ``owner``), ``"purge"``, ``"delete"`` (with
-    ``if_unused``, ``if_empty``) or ``"status"``.
+    ``if_unused``, ``if_empty``), ``"consume"`` (with ``exclusive``) or ``"status"``.
 
 (5) ``r`` is ``"get"`` (``left``: messages left; ``seq`` and ``rd``, redelivered, when
     a message was taken, which is the payload), ``"count"`` (``count``), ``"counts"``
-    (``count``, ``consumers``) or ``"refused"`` (``error``: ``not_found`` or
-    ``precondition``; ``text``).
+    (``count``, ``consumers``) or ``"refused"`` (``error``: ``not_found``,
+    ``precondition`` or ``exclusive``; ``text``).
 
 `decode` checks every field's type (`cluster.ha.checks`): an envelope that is not one of
 these raises `MalformedEnvelope`, naming its kind and what was wrong, before anything
@@ -81,6 +81,7 @@ from cluster.ha.checks import Fields, MalformedEnvelope
 from cluster.ha.messages import (
     Answer,
     Ask,
+    AskConsume,
     AskCounts,
     AskDelete,
     AskGet,
@@ -336,6 +337,8 @@ def _ask_fields(ask: Ask) -> Fields:
         return {"op": "get", "no_ack": ask.no_ack, "owner": ask.owner}
     if isinstance(ask, AskDelete):
         return {"op": "delete", "if_unused": ask.if_unused, "if_empty": ask.if_empty}
+    if isinstance(ask, AskConsume):
+        return {"op": "consume", "exclusive": ask.exclusive}
     return {"op": "purge" if isinstance(ask, AskPurge) else "status"}
 
 
@@ -345,6 +348,7 @@ _ASKS: dict[str, Callable[[Fields], Ask]] = {
     "purge": lambda f: AskPurge(),
     "delete": lambda f: AskDelete(check.flag(check.field(f, "if_unused")),
                                   check.flag(check.field(f, "if_empty"))),
+    "consume": lambda f: AskConsume(check.flag(check.field(f, "exclusive"))),
     "status": lambda f: AskCounts(),
 }
 
@@ -389,7 +393,7 @@ def _decode_result(fields: Fields, payload: bytes) -> CallResult:
     if kind != "refused":
         raise MalformedEnvelope(f"{kind!r} is no answer")
     reason = check.field(fields, "error")
-    if reason not in ("not_found", "precondition"):
+    if reason not in ("not_found", "precondition", "exclusive"):
         raise MalformedEnvelope(f"{reason!r} is no refusal")
     return Refused(reason, check.string(fields.get("text", "")))
 

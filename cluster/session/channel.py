@@ -238,8 +238,7 @@ class Channel:
                confirmed: bool) -> tuple[int, ReplicaWait | None]:
         """Enqueue on every matching queue; returns the store LSN to wait for and, when
         queues on other nodes got it, their confirms to wait for."""
-        queues = self.vhost.route(self.vhost.exchanges[publish.exchange], publish.routing_key,
-                                  self.broker.config.breaks)
+        queues = self.vhost.route(self.vhost.exchanges[publish.exchange], publish.routing_key)
         publishing = Publishing(message, self, confirmed and not self._confirms_early(message))
         lsn = 0
         for queue in queues:
@@ -464,7 +463,7 @@ class Channel:
     def remove_consumer(self, consumer: ChannelConsumer) -> None:
         self.consumers.pop(consumer.tag, None)
         queue = consumer.queue
-        if queue.remove_consumer(consumer):
+        if queue.remove_consumer(consumer) and not self.broker.config.breaks.auto_delete_kept:
             self.broker.delete_queue(self.vhost, queue.name)
 
     # -- requests to queues -------------------------------------------------------------

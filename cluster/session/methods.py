@@ -15,7 +15,6 @@ from pamqp import commands
 
 from cluster.amqp import framing
 from cluster.amqp.errors import (
-    ACCESS_REFUSED,
     NOT_ALLOWED,
     NOT_IMPLEMENTED,
     PRECONDITION_FAILED,
@@ -147,14 +146,16 @@ def queue_delete(channel: Channel, method: commands.Queue.Delete) -> None:
         deleted(0)
         return
     channel.vhost.check_exclusive(queue, channel.connection.id)
+    breaks = channel.broker.config.breaks
+    if_unused = method.if_unused and not breaks.delete_ignores_if_unused
+    if_empty = method.if_empty and not breaks.delete_ignores_if_empty
 
     def delete_here() -> int:
         return channel.broker.delete_queue(
-            channel.vhost, name, if_unused=method.if_unused, if_empty=method.if_empty)
+            channel.vhost, name, if_unused=if_unused, if_empty=if_empty)
 
     channel.when_answered(
-        lambda reply: queue.ask_delete(method.if_unused, method.if_empty, delete_here, reply),
-        deleted)
+        lambda reply: queue.ask_delete(if_unused, if_empty, delete_here, reply), deleted)
 
 
 # -- basic ------------------------------------------------------------------------------
@@ -184,21 +185,22 @@ def basic_consume(channel: Channel, method: commands.Basic.Consume) -> None:
         raise ConnectionError_(
             NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'", 60, 20
         )
-    if queue.consumers and (
-        method.exclusive or any(c.exclusive for c in queue.consumers)
-    ):
-        raise ChannelError(
-            ACCESS_REFUSED, f"{channel.vhost.describe('queue', name)} in exclusive use"
+
+    def join(_: object = None) -> None:
+        consumer = ChannelConsumer(
+            channel, queue, tag, method.no_ack, method.exclusive, channel.prefetch_count,
+            dict(method.arguments or {}),
         )
-    consumer = ChannelConsumer(
-        channel, queue, tag, method.no_ack, method.exclusive, channel.prefetch_count,
-        dict(method.arguments or {}),
-    )
-    channel.consumers[tag] = consumer
-    if not method.nowait:
-        channel.send(commands.Basic.ConsumeOk(tag))
-    queue.add_consumer(consumer)
-    queue.dispatch()
+        channel.consumers[tag] = consumer
+        if not method.nowait:
+            channel.send(commands.Basic.ConsumeOk(tag))
+        queue.add_consumer(consumer)
+        queue.dispatch()
+
+    if channel.broker.config.breaks.exclusive_consumer_ignored:
+        join()
+    else:  # every node's consumers count: a queue mastered elsewhere asks its master
+        channel.when_answered(lambda reply: queue.ask_consume(method.exclusive, reply), join)
 
 
 def basic_cancel(channel: Channel, method: commands.Basic.Cancel) -> None:

@@ -2,7 +2,8 @@
 
 Rule probers (``rule`` lines, harness/workload/rules.py) ask, on queues of their own,
 for what AMQP 0-9-1 and the design say the broker must refuse (a queue.delete with
-if_empty of a queue holding a message, with if_unused of one with a consumer; a
+if_empty of a queue holding a message, with if_unused of one with a consumer on any
+node; a
 consumer beside an exclusive one; another connection's use of an exclusive queue; an
 auto-delete queue asked for once its last consumer went) and for what it must do (a
 plain consumer beside a plain one; an auto-delete queue kept while a consumer is

@@ -16,9 +16,11 @@ A cycle, on the queues ``<own>`` (durable), ``<own>.auto`` (auto-delete) and
    exclusive basic.consume beside A's consumer) must be refused; ``consume-shared`` (a
    plain one) must be done.
 4. A cancels its consumer: ``auto-delete-kept`` (A's passive declare, B's consumer
-   still there) must be done. B cancels: ``auto-delete-after-last`` (A's passive
-   declare) must be refused, asked again for up to ``AUTO_DELETE_S``, since the
-   cancel reaches the queue's master after B's cancel-ok.
+   still there) must be done, and then ``delete-if-unused-elsewhere`` (A's
+   queue.delete if_unused, B's consumer in use) refused. B closes its consumer's channel:
+   ``auto-delete-after-last`` (A's passive declare) must be refused, asked again for
+   up to ``AUTO_DELETE_S``, since the cancel reaches the queue's master after B's
+   channel close.
 5. A declares ``<own>.own``. B: ``exclusive-queue-locked`` (basic.consume) must be
    refused.
 6. A deletes its three queues.
@@ -142,8 +144,12 @@ class RuleProber(QueueOwner):
                             lambda ch: self._consume(ch, auto, exclusive=False, hold=True))
             await asyncio.sleep(SETTLE_S)
             await answer_of(auto_queue.cancel(tag, timeout=timeout))
-            await self._ask(a, self.node, "auto-delete-kept", auto, True,
-                            lambda ch: ch.declare_queue(auto, passive=True, timeout=timeout))
+            if await self._ask(a, self.node, "auto-delete-kept", auto, True,
+                               lambda ch: ch.declare_queue(auto, passive=True,
+                                                           timeout=timeout)):
+                await self._ask(a, self.node, "delete-if-unused-elsewhere", auto, False,
+                                lambda ch: ch.queue_delete(auto, if_unused=True,
+                                                           timeout=timeout))
             for held in self.held:
                 await answer_of(held.close())
             self.held.clear()
@@ -171,10 +177,10 @@ class RuleProber(QueueOwner):
         return str(tag)
 
     async def _ask(self, connection: AbstractConnection, node: str, rule: str, queue: str,
-                   must_do: bool, ask: Ask, again_for: float = 0.0) -> None:
+                   must_do: bool, ask: Ask, again_for: float = 0.0) -> bool:
         """One ``rule`` line: ``ask`` on a channel of its own (a refusal closes it); one
         that must be refused is asked again while it is granted, until ``again_for``
-        passed."""
+        passed. Whether the broker did it."""
         fields = {"rule": rule, "expect": "done" if must_do else "refused", "queue": queue}
         self.ctx.recorder.record(self.id, "rule", "invoke", node=node, **fields)
         loop = asyncio.get_running_loop()
@@ -186,7 +192,7 @@ class RuleProber(QueueOwner):
                     await asyncio.sleep(0.1)
                     continue
                 self.ctx.recorder.record(self.id, "rule", "ok", node=node, **fields)
-                return
+                return True
             code = REFUSALS.get(type(error))
             if code is None:
                 self.ctx.recorder.record(self.id, "rule", "info", node=node, **fields,
@@ -194,7 +200,7 @@ class RuleProber(QueueOwner):
                 raise CycleAbandoned(describe(error))
             self.ctx.recorder.record(self.id, "rule", "fail", node=node, **fields, code=code,
                                      error=describe(error))
-            return
+            return False
 
     async def _once(self, connection: AbstractConnection,
                     ask: Ask) -> BaseException | None:

@@ -916,3 +916,94 @@ def test_break_stale_proof_of_life(tmp_path: Path) -> None:
         outputs = detector.asked("n3", "n1")
         assert (outputs == [Answer("n3", "n1", True)]) is answers_at_once
         assert any(isinstance(o, Probe) for o in outputs) is not answers_at_once
+
+
+# -- what a queue refuses or does (the rule prober's rules) -----------------------------
+
+
+def asked(sim: SimCluster, node: str, method: commands.Queue.Delete | commands.Queue.Declare
+          | commands.Basic.Consume) -> int | None:
+    """A new client on ``node`` asks: None when the broker did it, else the reply code
+    that closed its channel."""
+    client = sim.client(node)
+    client.send(1, method)
+    sim.pump()
+    closes = [m for m in client.methods() if isinstance(m, commands.Channel.Close)]
+    return closes[0].reply_code if closes else None
+
+
+def test_break_exclusive_consumer_ignored() -> None:
+    """Every node's consumers count: beside an exclusive consumer on n1, a consumer on
+    n1 or n2 is refused (403); beside a consumer on n3, an exclusive one on n2 too."""
+    for breaks, code in (((), 403), (("exclusive-consumer-ignored",), None)):
+        sim = mirrored_queue(3, *breaks)
+        sim.client("n1").send(1, commands.Basic.Consume(queue="ha.q", exclusive=True))
+        sim.pump()
+        assert [asked(sim, node, commands.Basic.Consume(queue="ha.q"))
+                for node in ("n1", "n2")] == [code, code]
+        sim = mirrored_queue(3, *breaks)
+        sim.client("n3").send(1, commands.Basic.Consume(queue="ha.q"))
+        sim.pump()
+        assert asked(sim, "n2", commands.Basic.Consume(queue="ha.q", exclusive=True)) == code
+        assert asked(sim, "n2", commands.Basic.Consume(queue="ha.q")) is None
+
+
+@pytest.mark.parametrize("node", ["n1", "n2"])  # the master's node answers itself, n2 asks
+def test_break_delete_ignores_if_empty(node: str) -> None:
+    for breaks, code in (((), 406), (("delete-ignores-if-empty",), None)):
+        sim = mirrored_queue(3, *breaks)
+        publish(sim, "n3", 1)
+        assert asked(sim, node, commands.Queue.Delete(queue="ha.q", if_empty=True)) == code
+        assert ("ha.q" in sim.brokers["n3"].vhosts["/"].queues) is (code is not None)
+
+
+@pytest.mark.parametrize("node", ["n1", "n2"])
+def test_break_delete_ignores_if_unused(node: str) -> None:
+    for breaks, code in (((), 406), (("delete-ignores-if-unused",), None)):
+        sim = mirrored_queue(3, *breaks)
+        sim.client("n3").send(1, commands.Basic.Consume(queue="ha.q"))
+        sim.pump()
+        assert asked(sim, node, commands.Queue.Delete(queue="ha.q", if_unused=True)) == code
+
+
+def auto_delete_queue(*breaks: str) -> tuple[SimCluster, MemoryClient, MemoryClient]:
+    """ha.auto (auto-delete, mirrored, its master on n1) with a consumer on n1 and n2."""
+    sim = SimCluster(["n1", "n2", "n3"], 3, breaks)
+    sim.set_policy("n1", "^ha", {"ha-mode": "all"})
+    on_n1, on_n2 = sim.client("n1"), sim.client("n2")
+    on_n1.send(1, commands.Queue.Declare(queue="ha.auto", auto_delete=True))
+    sim.pump()
+    for client in (on_n1, on_n2):
+        client.send(1, commands.Basic.Consume(queue="ha.auto", consumer_tag="t"))
+        sim.pump()
+    return sim, on_n1, on_n2
+
+
+def test_break_auto_delete_kept() -> None:
+    """An auto-delete queue goes with its last consumer, wherever that one was."""
+    for breaks, code in (((), 404), (("auto-delete-kept",), None)):
+        sim, on_n1, on_n2 = auto_delete_queue(*breaks)
+        for client in (on_n1, on_n2):
+            client.send(1, commands.Basic.Cancel(consumer_tag="t"))
+            sim.pump()
+        assert asked(sim, "n3", commands.Queue.Declare(queue="ha.auto", passive=True)) == code
+
+
+def test_break_auto_delete_per_node() -> None:
+    """The consumer on the master's node cancels: the one on n2 keeps the queue."""
+    for breaks, code in (((), None), (("auto-delete-per-node",), 404)):
+        sim, on_n1, _ = auto_delete_queue(*breaks)
+        on_n1.send(1, commands.Basic.Cancel(consumer_tag="t"))
+        sim.pump()
+        assert asked(sim, "n3", commands.Queue.Declare(queue="ha.auto", passive=True)) == code
+
+
+def test_break_exclusive_queue_shared() -> None:
+    """Another connection's exclusive queue is locked (405) for consume and declare."""
+    for breaks, code in (((), 405), (("exclusive-queue-shared",), None)):
+        sim = SimCluster(["n1", "n2", "n3"], 3, breaks)
+        sim.client("n1").send(1, commands.Queue.Declare(queue="own", exclusive=True))
+        sim.pump()
+        assert [asked(sim, "n1", method) for method in (
+            commands.Basic.Consume(queue="own"),
+            commands.Queue.Declare(queue="own", passive=True))] == [code, code]

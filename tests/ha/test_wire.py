@@ -19,6 +19,7 @@ from cluster.gm import Entry as GMEntry
 from cluster.ha.checks import MalformedEnvelope
 from cluster.ha.messages import (
     Answer,
+    AskConsume,
     AskCounts,
     AskDelete,
     AskGet,
@@ -114,6 +115,7 @@ EXAMPLES: list[PeerMessage] = [
     Call(Q, 2, AskPurge()),
     Call(Q, 3, AskDelete(if_unused=True, if_empty=False)),
     Call(Q, 4, AskCounts()),
+    Call(Q, 5, AskConsume(exclusive=True)),
     Answer(1, GetAnswer(Entry(4, message()), True, 10)),
     Answer(1, GetAnswer(None, False, 0)),
     Answer(2, Count(3)),
