@@ -147,8 +147,13 @@ class Client(abc.ABC):
                       publisher_confirms: bool = False) -> AbstractChannel:
         # Every broker round trip is bounded: a broker that stops answering must not
         # hold a client (and the run's stop) forever.
-        async with asyncio.timeout(self.spec.confirm_timeout):
-            return await connection.channel(publisher_confirms=publisher_confirms)
+        try:
+            async with asyncio.timeout(self.spec.confirm_timeout):
+                return await connection.channel(publisher_confirms=publisher_confirms)
+        except RuntimeError as exc:  # what the library raises on a connection now closed
+            if not connection.is_closed:
+                raise
+            raise ConnectionLost(describe(exc)) from exc
 
     async def exchange(self, channel: AbstractChannel) -> AbstractExchange:
         """Where publishes go: the workload's exchange (not declared again here, so a

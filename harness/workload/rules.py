@@ -51,7 +51,13 @@ from aiormq.exceptions import (
 )
 
 from harness.workload.answers import CLIENT_ERRORS, answer_of, describe
-from harness.workload.client import CONNECT_TIMEOUT, ClientContext, ConnectionLost, amqp_url
+from harness.workload.client import (
+    CONNECT_TIMEOUT,
+    SESSION_ENDS,
+    ClientContext,
+    ConnectionLost,
+    amqp_url,
+)
 from harness.workload.queue_ops import QueueOwner
 from harness.workload.waits import sleep_until
 
@@ -207,7 +213,7 @@ class RuleProber(QueueOwner):
         """One ask: None when the broker did it, else the error it raised."""
         try:
             channel = await self.channel(connection)
-        except CLIENT_ERRORS as exc:
+        except SESSION_ENDS as exc:
             return exc
         try:
             await answer_of(ask(channel))

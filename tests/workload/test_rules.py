@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import aio_pika
 import pytest
 
 from faults.management import Management
@@ -17,7 +18,8 @@ from harness.checker import check
 from harness.checker.rules import RuleBroken
 from harness.history import HistoryWriter, read_history
 from harness.workload import Recorder, Workload, WorkloadSpec
-from harness.workload.client import Address
+from harness.workload.client import Address, ClientContext, ConnectionLost
+from harness.workload.rules import RuleProber
 from tests.workload.test_workload import lines
 
 NAMES = ["n1", "n2", "n3"]
@@ -89,3 +91,19 @@ async def test_every_rule_is_kept_or_named(tmp_path: Path, breaks: tuple[str, ..
     assert result.valid is (not broken), (result.error, result.violations)
     named = {m.split(":")[1] for v in result.violations for m in v.messages}
     assert named == broken
+
+
+async def test_a_channel_asked_of_a_closed_connection_ends_the_session(
+        node: NodeProcess, tmp_path: Path) -> None:
+    """The library raises a bare RuntimeError for a channel of a connection that just
+    closed; a client takes it for the lost connection it is, not for a bug of ours."""
+    spec = WorkloadSpec(publishers=0, consumers=0)
+    with HistoryWriter(tmp_path / "history.jsonl", run_id="t", scenario="rules-test", seed=1,
+                       config={"nodes": ["n1"], "partition_handling": "ignore"}) as history:
+        ctx = ClientContext(spec, Recorder(history), ["n1"], to({"n1": node}),
+                            asyncio.Event(), asyncio.Event())
+        client = RuleProber("e1", "q1", "n1", ctx)
+        connection = await aio_pika.connect(node.amqp_url)
+        await connection.close()
+        with pytest.raises(ConnectionLost, match="RuntimeError"):
+            await client.channel(connection)
