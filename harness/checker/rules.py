@@ -14,8 +14,9 @@ A fault can change the answer rightly: a node that went down took its connection
 exclusive queues and consumers with it, a partition hides a consumer on the other side,
 and a queue whose master is down is not found. An answer that breaks its rule is only
 counted (``rules_allowed``) when a fault other than a sync was in force from GRACE_S
-before the ask's invoke to GRACE_S after its answer (a node just back is still
-catching up with the cluster). An ask with no answer (``info``) is counted.
+before the ask's invoke (a node just back is still catching up with the cluster) to
+its answer; what comes after the answer cannot have changed it. An ask with no answer
+(``info``) is counted.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from harness.checker.run import Run
 from harness.history.model import Event
 
 KIND = "rule-broken"
-GRACE_S = 2.0  # a consumer's or a connection's going reaches every node well within this
+GRACE_S = 2.0  # a node back from a fault has caught up with the cluster well within this
 
 
 class RuleBroken(Streaming):
@@ -80,7 +81,7 @@ class _RuleBroken:
         found = Grouper()
         for rule, process, queue, node, start, end, answer in self.broken:
             if any(f.applied and f.kind != "sync"
-                   for f in timeline.faults_during(start - self.grace, end + self.grace)):
+                   for f in timeline.faults_during(start - self.grace, end)):
                 self.counts["rules_allowed"] += 1
                 continue
             self.counts["rules_broken"] += 1

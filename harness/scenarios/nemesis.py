@@ -52,9 +52,9 @@ class PlanError(ValueError):
 
 def queue_pattern(scenario: Scenario) -> str:
     """The policy pattern that matches exactly the workload's queues (and its churners'
-    queues, when it has churners)."""
+    and rule probers' queues, when it has them)."""
     alternatives = [_escape(q) for q in scenario.workload.queues]
-    if scenario.workload.churners:
+    if scenario.workload.churners or scenario.workload.rule_probers:
         alternatives.append(_escape(CHURN_PREFIX) + ".+")
     return "^(" + "|".join(alternatives) + ")$"
 

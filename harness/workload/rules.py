@@ -21,9 +21,9 @@ A cycle, on the queues ``<own>`` (durable), ``<own>.auto`` (auto-delete) and
    ``auto-delete-after-last`` (A's passive declare) must be refused, asked again for
    up to ``AUTO_DELETE_S``, since the cancel reaches the queue's master after B's
    channel close.
-5. A declares ``<own>.own``. B: ``exclusive-queue-locked`` (basic.consume) must be
-   refused.
-6. A deletes its three queues.
+5. A declares ``<own>.own``. B, and another connection to A's node when B is on
+   another one: ``exclusive-queue-locked`` (basic.consume) must be refused.
+6. A deletes its three queues (one whose master is down stays for a later cycle).
 
 Each ask is one ``rule`` line (docs/history-format.md): ``ok`` when the broker did
 it, ``fail`` when it refused with a channel error (its ``code``), ``info`` when no
@@ -86,14 +86,14 @@ class RuleProber(QueueOwner):
 
     async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
         channel = await self.channel(connection, publisher_confirms=True)
-        await self.delete_oldest(channel)
+        await self._delete_own(connection)
         while self.running():
             if broken.is_set():
                 raise ConnectionLost("connection closed")
             n = next(self.cycle)
             nodes = self.ctx.nodes
             b_node = nodes[(nodes.index(self.node) + n) % len(nodes)]
-            b = await self._connect_b(b_node)
+            b = await self._connect_to(b_node)
             if b is not None:
                 try:
                     await self._cycle(connection, channel, b, b_node, next(self.seq))
@@ -102,20 +102,32 @@ class RuleProber(QueueOwner):
                         raise ConnectionLost("connection closed") from None
                 finally:
                     self.held.clear()
-                    with contextlib.suppress(*CLIENT_ERRORS):
-                        async with asyncio.timeout(CONNECT_TIMEOUT):
-                            await b.close()
+                    await _close(b)
             await sleep_until(self.spec.rule_interval, self.stop, broken)
-        await self.delete_oldest(channel)
+        await self._delete_own(connection)
 
-    async def _connect_b(self, node: str) -> AbstractConnection | None:
-        """B, through this client's own link to ``node``; None when it cannot connect
-        (the cycle is skipped: nothing was asked)."""
+    async def _delete_own(self, connection: AbstractConnection) -> None:
+        """Delete every queue of its own, each on a channel of its own: one the broker
+        cannot delete now (its master's node is down) stays for a later cycle, and the
+        prober goes on asking meanwhile."""
+        for name in list(self.live):
+            channel = await self.channel(connection)
+            try:
+                await self.queue_op(channel, "delete", name)
+            except CLIENT_ERRORS as exc:
+                if connection.is_closed:
+                    raise ConnectionLost(describe(exc)) from exc
+            finally:
+                await _close(channel)
+
+    async def _connect_to(self, node: str) -> AbstractConnection | None:
+        """A second connection (B, or one to A's node), through this client's own link to
+        ``node``; None when it cannot connect (what it was for is not asked)."""
         try:
             host, port = await self.ctx.address(self.id, node)
             return await aio_pika.connect(
                 amqp_url(host, port, self.spec.heartbeat), timeout=CONNECT_TIMEOUT,
-                client_properties={"connection_name": f"{self.id}-b"})
+                client_properties={"connection_name": f"{self.id}-{node}"})
         except CLIENT_ERRORS:
             return None
 
@@ -125,7 +137,7 @@ class RuleProber(QueueOwner):
         auto, exclusive = f"{own}.auto", f"{own}.own"
         timeout = self.spec.confirm_timeout
         try:
-            await self.delete_oldest(channel)  # what an abandoned cycle left
+            await self._delete_own(a)  # what an abandoned cycle left
             await self.queue_op(channel, "declare", own)
             await answer_of(channel.default_exchange.publish(
                 aio_pika.Message(PROBE_BODY, delivery_mode=aio_pika.DeliveryMode.PERSISTENT),
@@ -157,7 +169,7 @@ class RuleProber(QueueOwner):
                                 lambda ch: ch.queue_delete(auto, if_unused=True,
                                                            timeout=timeout))
             for held in self.held:
-                await answer_of(held.close())
+                await _close(held)
             self.held.clear()
             await asyncio.sleep(SETTLE_S)
             await self._ask(a, self.node, "auto-delete-after-last", auto, False,
@@ -167,11 +179,26 @@ class RuleProber(QueueOwner):
             await self.queue_op(channel, "declare", exclusive, exclusive=True)
             await self._ask(b, b_node, "exclusive-queue-locked", exclusive, False,
                             lambda ch: self._consume(ch, exclusive, exclusive=False))
-            await self.delete_oldest(channel)
+            if b_node != self.node:
+                await self._ask_on_own_node("exclusive-queue-locked", exclusive,
+                                            lambda ch: self._consume(ch, exclusive,
+                                                                     exclusive=False))
+            await self._delete_own(a)
         except CLIENT_ERRORS as exc:
             # A's own steps (declares, the publish, its consumer): A's connection broke
             # or its queue is gone; the next session deletes what is left.
             raise ConnectionLost(describe(exc)) from exc
+
+    async def _ask_on_own_node(self, rule: str, queue: str, ask: Ask) -> None:
+        """A rule that holds between connections of one node (an exclusive queue exists
+        on its connection's node only) is asked every cycle, on a connection to A's node
+        of its own, besides B's."""
+        other = await self._connect_to(self.node)
+        if other is not None:
+            try:
+                await self._ask(other, self.node, rule, queue, False, ask)
+            finally:
+                await _close(other)
 
     async def _consume(self, channel: AbstractChannel, name: str, *, exclusive: bool,
                        hold: bool = False) -> str:
@@ -219,11 +246,24 @@ class RuleProber(QueueOwner):
             await answer_of(ask(channel))
         except CLIENT_ERRORS as exc:
             return exc
+        except RuntimeError as exc:  # the library's word for a connection gone under it
+            if not connection.is_closed:
+                raise
+            return ConnectionLost(describe(exc))
         finally:
-            if channel not in self.held and not channel.is_closed:
-                with contextlib.suppress(*CLIENT_ERRORS):
-                    await answer_of(channel.close())
+            if channel not in self.held:
+                await _close(channel)
         return None
+
+
+async def _close(closable: AbstractConnection | AbstractChannel) -> None:
+    """Close what the prober no longer needs; one already closed, or whose connection
+    went, is fine as it is (the library raises a bare RuntimeError for some of those)."""
+    if closable.is_closed:
+        return
+    with contextlib.suppress(*CLIENT_ERRORS, RuntimeError):
+        async with asyncio.timeout(CONNECT_TIMEOUT):
+            await answer_of(closable.close())
 
 
 async def _ignore(message: aio_pika.abc.AbstractIncomingMessage) -> None:
