@@ -150,9 +150,9 @@ class Client(abc.ABC):
         try:
             async with asyncio.timeout(self.spec.confirm_timeout):
                 return await connection.channel(publisher_confirms=publisher_confirms)
-        except RuntimeError as exc:  # what the library raises on a connection now closed
-            if not connection.is_closed:
-                raise
+        except RuntimeError as exc:
+            # All the library raises it for: a connection not open, or closed under it
+            # (also before its own is_closed says so).
             raise ConnectionLost(describe(exc)) from exc
 
     async def exchange(self, channel: AbstractChannel) -> AbstractExchange:

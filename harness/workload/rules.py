@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -81,7 +80,6 @@ class CycleAbandoned(Exception):
 class RuleProber(QueueOwner):
     def __init__(self, client_id: str, queue: str, node: str, ctx: ClientContext) -> None:
         super().__init__(client_id, queue, node, ctx)
-        self.cycle = itertools.count(1)
         self.held: list[AbstractChannel] = []  # B's channels whose consumers stay a while
 
     async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
@@ -90,13 +88,13 @@ class RuleProber(QueueOwner):
         while self.running():
             if broken.is_set():
                 raise ConnectionLost("connection closed")
-            n = next(self.cycle)
+            n = next(self.seq)  # the cycle's queues are named by it too
             nodes = self.ctx.nodes
             b_node = nodes[(nodes.index(self.node) + n) % len(nodes)]
             b = await self._connect_to(b_node)
             if b is not None:
                 try:
-                    await self._cycle(connection, channel, b, b_node, next(self.seq))
+                    await self._cycle(connection, channel, b, b_node, n)
                 except CycleAbandoned:
                     if broken.is_set():
                         raise ConnectionLost("connection closed") from None
@@ -246,9 +244,7 @@ class RuleProber(QueueOwner):
             await answer_of(ask(channel))
         except CLIENT_ERRORS as exc:
             return exc
-        except RuntimeError as exc:  # the library's word for a connection gone under it
-            if not connection.is_closed:
-                raise
+        except RuntimeError as exc:  # the library's word for a channel or connection gone
             return ConnectionLost(describe(exc))
         finally:
             if channel not in self.held:
