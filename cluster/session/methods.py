@@ -194,6 +194,11 @@ def basic_consume(channel: Channel, method: commands.Basic.Consume) -> None:
         channel.consumers[tag] = consumer
         if not method.nowait:
             channel.send(commands.Basic.ConsumeOk(tag))
+        if channel.vhost.queues.get(name) is not queue:
+            # Deleted here while its master's grant was on the way: the master granted
+            # it before deleting, so the consumer joined and goes with the queue.
+            channel.cancel_by_server(consumer)
+            return
         queue.add_consumer(consumer)
         queue.dispatch()
 

@@ -78,3 +78,21 @@ def test_a_connection_lost_while_its_consume_is_asked_leaves_no_consumer() -> No
     assert cluster_queue(sim, "n2").consumers == []
     assert cluster_queue(sim, "n1").proxies == {}
 
+
+def test_a_queue_deleted_before_the_masters_grant_arrives_cancels_the_consumer() -> None:
+    """n1 grants n2's consume, then deletes the queue for n3; the delete, relayed by n3,
+    reaches n2 before the grant: the consumer joined before the delete, so it is
+    cancelled, not left on a queue that is gone."""
+    sim = mirrored_queue(6)
+    deleter = sim.client("n3")
+    client = consume(sim, "n2", "c", pump=False)
+    deleter.send(1, commands.Queue.Delete(queue="ha.q"))
+    sim.move("n2", "n1")  # the consume's call: granted
+    sim.move("n3", "n1")  # the delete's
+    while sim.busy() != [("n1", "n2")]:  # all but n1's answer and delete to n2
+        sim.move(*next(pair for pair in sim.busy() if pair != ("n1", "n2")))
+    assert "ha.q" not in sim.brokers["n2"].vhosts["/"].queues
+    sim.pump()
+    assert [(type(m).__name__, m.consumer_tag) for m in client.methods()] == [
+        ("ConsumeOk", "c"), ("Cancel", "c")]
+    assert client.connection.channels[1].consumers == {}
