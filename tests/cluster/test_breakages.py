@@ -922,7 +922,7 @@ def test_break_stale_proof_of_life(tmp_path: Path) -> None:
 
 
 def asked(sim: SimCluster, node: str, method: commands.Queue.Delete | commands.Queue.Declare
-          | commands.Basic.Consume) -> int | None:
+          | commands.Basic.Consume | commands.Basic.Get) -> int | None:
     """A new client on ``node`` asks: None when the broker did it, else the reply code
     that closed its channel."""
     client = sim.client(node)
@@ -980,13 +980,22 @@ def auto_delete_queue(*breaks: str) -> tuple[SimCluster, MemoryClient, MemoryCli
 
 
 def test_break_auto_delete_kept() -> None:
-    """An auto-delete queue goes with its last consumer, wherever that one was."""
+    """An auto-delete queue goes with its last consumer, wherever that one was; so does
+    one that is not mirrored (an exclusive queue, which its own node deletes)."""
     for breaks, code in (((), 404), (("auto-delete-kept",), None)):
         sim, on_n1, on_n2 = auto_delete_queue(*breaks)
         for client in (on_n1, on_n2):
             client.send(1, commands.Basic.Cancel(consumer_tag="t"))
             sim.pump()
         assert asked(sim, "n3", commands.Queue.Declare(queue="ha.auto", passive=True)) == code
+        owner = sim.client("n1")
+        for method in (commands.Queue.Declare(queue="own", exclusive=True, auto_delete=True),
+                       commands.Basic.Consume(queue="own", consumer_tag="t"),
+                       commands.Basic.Cancel(consumer_tag="t"),
+                       commands.Queue.Declare(queue="own", passive=True)):
+            owner.send(1, method)
+        closes = [m for m in owner.methods() if isinstance(m, commands.Channel.Close)]
+        assert [m.reply_code for m in closes] == ([] if code is None else [code])
 
 
 def test_break_auto_delete_per_node() -> None:
@@ -999,11 +1008,14 @@ def test_break_auto_delete_per_node() -> None:
 
 
 def test_break_exclusive_queue_shared() -> None:
-    """Another connection's exclusive queue is locked (405) for consume and declare."""
+    """Another connection's exclusive queue is locked (405) for consume, get and
+    declare, passive or not."""
     for breaks, code in (((), 405), (("exclusive-queue-shared",), None)):
         sim = SimCluster(["n1", "n2", "n3"], 3, breaks)
         sim.client("n1").send(1, commands.Queue.Declare(queue="own", exclusive=True))
         sim.pump()
         assert [asked(sim, "n1", method) for method in (
             commands.Basic.Consume(queue="own"),
-            commands.Queue.Declare(queue="own", passive=True))] == [code, code]
+            commands.Basic.Get(queue="own"),
+            commands.Queue.Declare(queue="own", passive=True),
+            commands.Queue.Declare(queue="own", exclusive=True))] == [code] * 4
