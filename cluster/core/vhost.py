@@ -151,10 +151,10 @@ class VirtualHost:
         """Another connection's exclusive queue is locked. A redeclaration passes
         ``exclusive``: declaring with the other exclusivity is locked too (RabbitMQ's
         strict check)."""
-        owner = queue.exclusive_owner
-        mismatch = exclusive is not None and exclusive != (owner is not None)
         if self.breaks.exclusive_queue_shared:
             return
+        owner = queue.exclusive_owner
+        mismatch = exclusive is not None and exclusive != (owner is not None)
         if mismatch or (owner is not None and owner != connection_id):
             raise ChannelError(
                 RESOURCE_LOCKED,

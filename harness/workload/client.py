@@ -125,13 +125,13 @@ class Client(abc.ABC):
             await answer_of(self.session(connection, broken))
         except SESSION_ENDS as exc:
             self.record("disconnect", "info", error=describe(exc))
-            await _close(connection)
+            await close_quietly(connection)
             return
         if broken.is_set():
             self.record("disconnect", "info", error="connection closed by the broker or network")
-            await _close(connection)
+            await close_quietly(connection)
             return
-        await _close(connection)
+        await close_quietly(connection)
         self.record("disconnect", "ok")
 
     @abc.abstractmethod
@@ -173,8 +173,12 @@ class Client(abc.ABC):
         return msg, {} if corrupt is None else {"corrupt": corrupt}
 
 
-async def _close(connection: AbstractConnection) -> None:
-    with contextlib.suppress(*CLIENT_ERRORS, asyncio.CancelledError):
+async def close_quietly(closable: AbstractConnection | AbstractChannel) -> None:
+    """Close a connection or channel a client is done with; one already closed, or
+    whose connection went (the library raises a bare RuntimeError for some of those),
+    is fine as it is."""
+    if closable.is_closed:
+        return
+    with contextlib.suppress(*CLIENT_ERRORS, RuntimeError, asyncio.CancelledError):
         async with asyncio.timeout(CONNECT_TIMEOUT):
-            await connection.close()
-
+            await closable.close()

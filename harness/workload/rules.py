@@ -36,7 +36,6 @@ left (a delete of a missing queue is a no-op).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -56,6 +55,7 @@ from harness.workload.client import (
     ClientContext,
     ConnectionLost,
     amqp_url,
+    close_quietly,
 )
 from harness.workload.queue_ops import QueueOwner
 from harness.workload.waits import sleep_until
@@ -100,7 +100,7 @@ class RuleProber(QueueOwner):
                         raise ConnectionLost("connection closed") from None
                 finally:
                     self.held.clear()
-                    await _close(b)
+                    await close_quietly(b)
             await sleep_until(self.spec.rule_interval, self.stop, broken)
         await self._delete_own(connection)
 
@@ -116,7 +116,7 @@ class RuleProber(QueueOwner):
                 if connection.is_closed:
                     raise ConnectionLost(describe(exc)) from exc
             finally:
-                await _close(channel)
+                await close_quietly(channel)
 
     async def _connect_to(self, node: str) -> AbstractConnection | None:
         """A second connection (B, or one to A's node), through this client's own link to
@@ -167,7 +167,7 @@ class RuleProber(QueueOwner):
                                 lambda ch: ch.queue_delete(auto, if_unused=True,
                                                            timeout=timeout))
             for held in self.held:
-                await _close(held)
+                await close_quietly(held)
             self.held.clear()
             await asyncio.sleep(SETTLE_S)
             await self._ask(a, self.node, "auto-delete-after-last", auto, False,
@@ -196,7 +196,7 @@ class RuleProber(QueueOwner):
             try:
                 await self._ask(other, self.node, rule, queue, False, ask)
             finally:
-                await _close(other)
+                await close_quietly(other)
 
     async def _consume(self, channel: AbstractChannel, name: str, *, exclusive: bool,
                        hold: bool = False) -> str:
@@ -248,18 +248,8 @@ class RuleProber(QueueOwner):
             return ConnectionLost(describe(exc))
         finally:
             if channel not in self.held:
-                await _close(channel)
+                await close_quietly(channel)
         return None
-
-
-async def _close(closable: AbstractConnection | AbstractChannel) -> None:
-    """Close what the prober no longer needs; one already closed, or whose connection
-    went, is fine as it is (the library raises a bare RuntimeError for some of those)."""
-    if closable.is_closed:
-        return
-    with contextlib.suppress(*CLIENT_ERRORS, RuntimeError):
-        async with asyncio.timeout(CONNECT_TIMEOUT):
-            await answer_of(closable.close())
 
 
 async def _ignore(message: aio_pika.abc.AbstractIncomingMessage) -> None:
