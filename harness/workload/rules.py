@@ -84,7 +84,6 @@ class RuleProber(QueueOwner):
 
     async def session(self, connection: AbstractConnection, broken: asyncio.Event) -> None:
         channel = await self.channel(connection, publisher_confirms=True)
-        await self._delete_own(connection)
         while self.running():
             if broken.is_set():
                 raise ConnectionLost("connection closed")
@@ -135,7 +134,7 @@ class RuleProber(QueueOwner):
         auto, exclusive = f"{own}.auto", f"{own}.own"
         timeout = self.spec.confirm_timeout
         try:
-            await self._delete_own(a)  # what an abandoned cycle left
+            await self._delete_own(a)  # what an abandoned cycle or session left
             await self.queue_op(channel, "declare", own)
             await answer_of(channel.default_exchange.publish(
                 aio_pika.Message(PROBE_BODY, delivery_mode=aio_pika.DeliveryMode.PERSISTENT),
